@@ -21,8 +21,8 @@ _cache_lock = threading.Lock()
 
 
 def e5_onnx_dir(models_dir: str | Path | None = None) -> Path:
-    """Folder of the locally built e5 ONNX model."""
-    return Path(models_dir) if models_dir is not None else default_models_dir() / E5_ONNX_DIRNAME
+    """Folder of the locally built e5 ONNX model inside ``models_dir`` (default: ``default_models_dir()``)."""
+    return (Path(models_dir) if models_dir is not None else default_models_dir()) / E5_ONNX_DIRNAME
 
 
 def _onnx_ready(folder: Path) -> bool:

@@ -1,0 +1,252 @@
+"""memory-hub: long-term memory for AI coding agents, kept in a Markdown vault.
+
+A thin shell over the library: parse, call one function, print.
+
+Errors go to stderr with a non-zero exit; ``--json`` output is stable (see README, "JSON output").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import config
+
+
+class CliError(Exception):
+    """An error for the user: printed without a traceback, exit code 1 (or ``code``)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+def _vault(args: argparse.Namespace) -> Path:
+    try:
+        return config.resolve_vault(args.vault)
+    except config.ConfigError as exc:
+        raise CliError(str(exc)) from None
+
+
+# -- commands -------------------------------------------------------------------------------------
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from .index.sync import sync
+    from .vault.create import init_vault
+
+    path = Path(args.path).expanduser() if args.path else config.resolve_vault(args.vault, must_exist=False)
+    outcome = init_vault(path)
+    report = sync(path.resolve())
+    if args.json:
+        _print_json({"vault": str(path.resolve()), "outcome": outcome, "index": report.as_dict()})
+    else:
+        print(f"{outcome} vault at {path.resolve()}; indexed: {report.summary()}")
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .index.sync import SyncInterrupted, sync
+
+    vault = _vault(args)
+    try:
+        report = sync(vault, rebuild=args.rebuild)
+    except SyncInterrupted as exc:
+        print(f"interrupted: {exc.report.summary()}; run `memory-hub index` again to finish", file=sys.stderr)
+        return 130
+    if args.json:
+        _print_json(report.as_dict())
+    else:
+        print(f"indexed {vault}: {report.summary()}")
+    return 0
+
+
+def _filters(args: argparse.Namespace):  # noqa: ANN202 - returns lexical.Filters
+    from .index.lexical import Filters
+
+    return Filters(kinds=args.kind or None, tags=args.tag or None, path_prefix=args.path_prefix, since=args.since)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from .index.store import Store
+    from .retrieval.search import QueryError, search
+
+    vault = _vault(args)
+    store = Store(vault)
+    try:
+        result = search(store, args.query, k=args.k, filters=_filters(args), explain=args.explain)
+    except QueryError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        _print_json({
+            "query": result.query,
+            "results": [h.as_dict(explain=args.explain) for h in result.hits],
+            "timings_ms": result.timings_ms,
+            "warnings": result.warnings,
+        })
+        return 0
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if not result.hits:
+        print("no results")
+        return 0
+    for rank, hit in enumerate(result.hits, start=1):
+        flag = " [exact]" if hit.exact else ""
+        print(f"{rank:2}. {hit.title}  ({hit.path}, {hit.kind}{', ' + hit.date if hit.date else ''}){flag}")
+        if hit.description:
+            print(f"    {hit.description}")
+        if hit.snippet:
+            print(f"    › {hit.snippet}")
+        if args.explain:
+            print(f"    explain: score={hit.score} channels={json.dumps(hit.channels, ensure_ascii=False)}"
+                  + (f" graph={json.dumps(hit.graph, ensure_ascii=False)}" if hit.graph else "")
+                  + (f" rerank={json.dumps(hit.rerank, ensure_ascii=False)}" if hit.rerank else ""))
+    return 0
+
+
+def cmd_links(args: argparse.Namespace) -> int:
+    from .index import graph
+    from .index.store import Store
+
+    vault = _vault(args)
+    store = Store(vault)
+    conn = store.conn
+    row = conn.execute("SELECT id, path, title FROM notes WHERE path = ?", (args.note,)).fetchone()
+    if row is None:
+        resolved = graph.build_resolver(conn).resolve(args.note)
+        row = conn.execute("SELECT id, path, title FROM notes WHERE path = ?", (resolved,)).fetchone() if resolved else None
+    if row is None:
+        raise CliError(f"no note matches {args.note!r} (try a vault-relative path or a note name)")
+    outgoing = graph.outgoing(conn, row["id"])
+    near = graph.neighbours(conn, row["id"], args.hops)
+    backlinks = graph.backlink_counts(conn, [row["id"]]).get(row["id"], 0)
+    if args.json:
+        _print_json({
+            "note": row["path"], "title": row["title"], "backlinks": backlinks,
+            "links": [dict(r) for r in outgoing],
+            "neighbours": [{"path": n.path, "title": n.title, "hops": n.hops, "direction": n.direction, "via": n.via}
+                           for n in near],
+        })
+        return 0
+    print(f"{row['title']} ({row['path']}) — {backlinks} backlinks")
+    print("links:")
+    for r in outgoing:
+        where = r["target_path"] or "(dangling)"
+        print(f"  {r['kind']:<11} [[{r['target']}]] → {where}")
+    print(f"within {args.hops} hop(s):")
+    for n in near:
+        via = f" via {n.via}" if n.via else ""
+        print(f"  {n.hops} {n.direction:<8} {n.path}{via}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from .eval.health import status
+
+    vault = _vault(args)
+    data = status(vault)
+    if args.json:
+        _print_json(data)
+        return 0
+    for key, value in data.items():
+        if isinstance(value, list):
+            print(f"{key}: {len(value)}")
+            for item in value[:20]:
+                print(f"  - {item}")
+        else:
+            print(f"{key}: {value}")
+    return 0
+
+
+# -- parser ---------------------------------------------------------------------------------------
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _add_filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kind", action="append", help="only notes of this kind (repeatable)")
+    p.add_argument("--tag", action="append", help="only notes with this tag (repeatable)")
+    p.add_argument("--path-prefix", help="only notes under this folder")
+    p.add_argument("--since", help="only notes updated on or after this ISO date")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memory-hub", description=__doc__.splitlines()[0])
+    parser.add_argument("--vault", help="vault folder (default: $MEMORY_HUB_VAULT, else the default vault)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Command, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.set_defaults(func=func)
+        return p
+
+    p = add("init", cmd_init, "create a vault from the starter template (or adopt a folder of notes) and index it")
+    p.add_argument("path", nargs="?", help="folder (default: the default vault)")
+
+    p = add("index", cmd_index, "bring the index up to date with the vault")
+    p.add_argument("--rebuild", action="store_true", help="start from nothing")
+
+    p = add("search", cmd_search, "search the vault")
+    p.add_argument("query")
+    p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
+    p.add_argument("--explain", action="store_true", help="show each channel's rank and score")
+    _add_filters(p)
+
+    p = add("links", cmd_links, "a note's links, and its neighbours within N hops")
+    p.add_argument("note", help="vault-relative path or note name")
+    p.add_argument("--hops", type=int, default=1, choices=[1, 2, 3])
+
+    add("status", cmd_status, "index freshness, counts and problems")
+
+    for register in _extensions():
+        register(add)
+    return parser
+
+
+def _extensions() -> list[Callable[..., None]]:
+    """Commands contributed by later stages (see ``memory_hub/commands/``)."""
+    import importlib
+
+    from .commands import MODULES
+
+    found = []
+    for name in MODULES:
+        try:
+            module = importlib.import_module(f"{__package__}.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.commands.{name}":
+                raise
+            continue
+        found.append(module.register)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except config.ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

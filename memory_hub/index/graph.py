@@ -1,0 +1,164 @@
+"""The link graph: the links table, resolution of targets, and neighbourhoods by recursive CTE."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..vault.links import Link, Resolver
+
+
+def write_links(conn: sqlite3.Connection, note_id: int, source_path: str, links: Sequence[Link],
+                resolver: Resolver | None) -> None:
+    """Replace a note's outgoing links; resolve them now when a resolver is at hand."""
+    conn.execute("DELETE FROM links WHERE source_id = ?", (note_id,))
+    rows = []
+    for link in links:
+        target_id = None
+        if resolver is not None:
+            path = resolver.resolve(link.target, source_path, link.kind)
+            if path is not None:
+                row = conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchone()
+                target_id = row[0] if row else None
+        rows.append((note_id, link.target, target_id, link.kind, link.heading, link.block, link.alias, link.line))
+    conn.executemany(
+        "INSERT INTO links(source_id, target, target_id, kind, heading, block, alias, line) VALUES (?,?,?,?,?,?,?,?)",
+        rows,
+    )
+
+
+def build_resolver(conn: sqlite3.Connection) -> Resolver:
+    rows = conn.execute("SELECT path, aliases FROM notes").fetchall()
+    return Resolver((r[0] for r in rows), {r[0]: json.loads(r[1]) for r in rows if r[1] != "[]"})
+
+
+def resolve_all(conn: sqlite3.Connection) -> int:
+    """Re-resolve every link against the current set of notes. Returns how many changed.
+
+    Adding, deleting or renaming a note can change what *other* notes' links point to (a dangling
+    link comes alive, an ambiguous basename gets a new shortest path), so this runs after any sync
+    that changed the set of paths or aliases. Call it inside a transaction.
+    """
+    resolver = build_resolver(conn)
+    ids = {r[0]: r[1] for r in conn.execute("SELECT path, id FROM notes")}
+    updates = []
+    cur = conn.execute(
+        "SELECT l.rowid, l.target, l.kind, l.target_id, n.path FROM links l JOIN notes n ON n.id = l.source_id"
+    )
+    for rowid, target, kind, old, source in cur.fetchall():
+        path = resolver.resolve(target, source, kind)
+        new = ids.get(path) if path else None
+        if new != old:
+            updates.append((new, rowid))
+    conn.executemany("UPDATE links SET target_id = ? WHERE rowid = ?", updates)
+    return len(updates)
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A note within N hops. ``direction`` is 'out' (reached by following links), 'in' (by
+    following backlinks), 'both', or a two-step path such as 'out>in'; ``via`` is the hop-1 note
+    a two-hop neighbour is reached through."""
+
+    note_id: int
+    path: str
+    title: str
+    hops: int
+    direction: str
+    via: str | None = None
+
+
+def _dir(out: bool, inn: bool) -> str:
+    return "both" if out and inn else ("out" if out else "in")
+
+
+def neighbours(conn: sqlite3.Connection, note_id: int, hops: int = 1) -> list[Neighbour]:
+    """Notes within ``hops`` links of ``note_id`` in either direction, nearest first."""
+    hops = max(1, min(int(hops), 3))
+    distance = neighbourhood(conn, [note_id], hops)
+    if not distance:
+        return []
+    info = {
+        int(r[0]): (r[1], r[2])
+        for r in conn.execute(
+            "SELECT id, path, title FROM notes WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(distance)),),
+        )
+    }
+    # Directions of every edge touching the start node or a hop-1 node.
+    near = [note_id] + [i for i, h in distance.items() if h == 1]
+    edges: dict[tuple[int, int], set[str]] = {}
+    for src, dst in conn.execute(
+        "SELECT source_id, target_id FROM links WHERE target_id IS NOT NULL AND "
+        "(source_id IN (SELECT value FROM json_each(:ids)) OR target_id IN (SELECT value FROM json_each(:ids)))",
+        {"ids": json.dumps(near)},
+    ):
+        edges.setdefault((src, dst), set()).add("out")
+        edges.setdefault((dst, src), set()).add("in")
+
+    def step(a: int, b: int) -> str:
+        d = edges.get((a, b), set())
+        return _dir("out" in d, "in" in d)
+
+    out: list[Neighbour] = []
+    for nid, h in distance.items():
+        if nid not in info:
+            continue
+        path, title = info[nid]
+        if h == 1:
+            out.append(Neighbour(nid, path, title, 1, step(note_id, nid)))
+            continue
+        via = next((m for m in near[1:] if (m, nid) in edges), None)
+        if via is not None:
+            out.append(Neighbour(nid, path, title, h, f"{step(note_id, via)}>{step(via, nid)}", info[via][0]))
+        else:
+            out.append(Neighbour(nid, path, title, h, "indirect"))
+    out.sort(key=lambda n: (n.hops, n.path))
+    return out
+
+
+def neighbourhood(conn: sqlite3.Connection, note_ids: Sequence[int], hops: int = 1) -> dict[int, int]:
+    """Nodes within ``hops`` of any seed: {note id: hop distance}, seeds excluded."""
+    if not note_ids:
+        return {}
+    sql = """
+    WITH RECURSIVE walk(id, hops) AS (
+        SELECT value, 0 FROM json_each(:seeds)
+        UNION
+        SELECT l.target_id, w.hops + 1 FROM walk w JOIN links l ON l.source_id = w.id
+         WHERE w.hops < :max_hops AND l.target_id IS NOT NULL
+        UNION
+        SELECT l.source_id, w.hops + 1 FROM walk w JOIN links l ON l.target_id = w.id
+         WHERE w.hops < :max_hops
+    )
+    SELECT id, min(hops) FROM walk GROUP BY id
+    """
+    seeds = set(note_ids)
+    rows = conn.execute(sql, {"seeds": json.dumps(list(seeds)), "max_hops": max(1, min(hops, 3))})
+    return {int(i): int(h) for i, h in rows if int(i) not in seeds}
+
+
+def backlink_counts(conn: sqlite3.Connection, note_ids: Sequence[int] | None = None) -> dict[int, int]:
+    """How many distinct notes link to each note."""
+    if note_ids is None:
+        rows = conn.execute(
+            "SELECT target_id, count(DISTINCT source_id) FROM links WHERE target_id IS NOT NULL GROUP BY target_id"
+        )
+    else:
+        rows = conn.execute(
+            "SELECT target_id, count(DISTINCT source_id) FROM links WHERE target_id IN "
+            "(SELECT value FROM json_each(?)) GROUP BY target_id",
+            (json.dumps(list(note_ids)),),
+        )
+    return {int(t): int(c) for t, c in rows}
+
+
+def outgoing(conn: sqlite3.Connection, note_id: int) -> list[sqlite3.Row]:
+    """A note's links as written, with where each resolved (path NULL when dangling)."""
+    return conn.execute(
+        "SELECT l.target, l.kind, l.heading, l.block, l.alias, l.line, n.path AS target_path "
+        "FROM links l LEFT JOIN notes n ON n.id = l.target_id WHERE l.source_id = ? ORDER BY l.line",
+        (note_id,),
+    ).fetchall()

@@ -1,0 +1,157 @@
+"""The lexical index: two FTS5 tables written per note, and the queries that rank them.
+
+* ``fts_trigram`` — trigram BM25 for terms of three or more characters in any script.
+* ``fts_words`` — word BM25 (porter-stemmed English, CJK bigrams) for everything trigram cannot
+  match on SQLite 3.40: one- and two-character terms such as ``S3``, ``Go``, ``認証``, ``手順``.
+
+Field weights for ``bm25()``, in column order (title, aliases, tags, description, body):
+title 10 and body 1 make a note *about* a topic beat one that mentions it in paragraph forty;
+tags 5 are curated topic labels. Aliases get 8: they are alternative titles, so nearly as strong
+as the title, but a little below it because they are often abbreviations that occur elsewhere.
+The description gets 3: one hand-written summary sentence is denser evidence than body text, but
+it is not the note's name.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..vault.notes import Note
+from .terms import QueryTerms, match_expression, quote, words_text
+
+WEIGHTS = (10.0, 8.0, 5.0, 3.0, 1.0)
+_BM25_TRIGRAM = "bm25(fts_trigram, {})".format(", ".join(str(w) for w in WEIGHTS))
+_BM25_WORDS = "bm25(fts_words, {})".format(", ".join(str(w) for w in WEIGHTS))
+
+
+def _columns(note: Note) -> tuple[str, str, str, str, str]:
+    return (note.title, " ; ".join(note.aliases), " ; ".join(note.tags), note.description, note.body)
+
+
+def write_note(conn: sqlite3.Connection, note_id: int, note: Note) -> None:
+    """(Re)write a note's rows in both lexical tables. Unranked kinds get no rows."""
+    delete_note(conn, note_id)
+    if not note.ranked:
+        return
+    cols = _columns(note)
+    conn.execute(
+        "INSERT INTO fts_trigram(rowid, title, aliases, tags, description, body) VALUES (?, ?, ?, ?, ?, ?)",
+        (note_id, *cols),
+    )
+    conn.execute(
+        "INSERT INTO fts_words(rowid, title, aliases, tags, description, body) VALUES (?, ?, ?, ?, ?, ?)",
+        (note_id, *(words_text(c) for c in cols)),
+    )
+
+
+def delete_note(conn: sqlite3.Connection, note_id: int) -> None:
+    conn.execute("DELETE FROM fts_trigram WHERE rowid = ?", (note_id,))
+    conn.execute("DELETE FROM fts_words WHERE rowid = ?", (note_id,))
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Restrictions on which notes may be returned (all optional)."""
+
+    kinds: Sequence[str] | None = None
+    tags: Sequence[str] | None = None
+    path_prefix: str | None = None
+    since: str | None = None  # ISO date; compares with updated, else created, else file mtime
+    note_ids: Sequence[int] | None = None
+
+    def sql(self, alias: str = "n") -> tuple[str, list[object]]:
+        """A WHERE fragment over the notes table (``alias``) and its parameters."""
+        clauses: list[str] = []
+        params: list[object] = []
+        if self.kinds:
+            clauses.append(f"{alias}.kind IN ({','.join('?' * len(self.kinds))})")
+            params.extend(k.lower() for k in self.kinds)
+        for tag in self.tags or ():
+            clauses.append(
+                f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE lower(json_each.value) = ?)"
+            )
+            params.append(tag.lower().lstrip("#"))
+        if self.path_prefix:
+            escaped = self.path_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            clauses.append(f"{alias}.path LIKE ? ESCAPE '\\'")
+            params.append(escaped.lstrip("/") + "%")
+        if self.since:
+            clauses.append(
+                f"coalesce(json_extract({alias}.dates, '$.updated'), json_extract({alias}.dates, '$.created'),"
+                f" strftime('%Y-%m-%d', {alias}.mtime_ns / 1000000000, 'unixepoch')) >= ?"
+            )
+            params.append(self.since)
+        if self.note_ids is not None:
+            clauses.append(f"{alias}.id IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(list(self.note_ids)))
+        return (" AND ".join(clauses) or "1"), params
+
+
+NO_FILTERS = Filters()
+
+
+def _run(conn: sqlite3.Connection, table: str, bm25: str, expr: str, filters: Filters,
+         limit: int) -> list[tuple[int, float]]:
+    where, params = filters.sql("n")
+    sql = (
+        f"SELECT f.rowid AS id, {bm25} AS score FROM {table} f JOIN notes n ON n.id = f.rowid "
+        f"WHERE {table} MATCH ? AND {where} ORDER BY score LIMIT ?"
+    )
+    try:
+        rows = conn.execute(sql, (expr, *params, limit)).fetchall()
+    except sqlite3.OperationalError as exc:  # should not happen: every term is quoted
+        raise ValueError(f"lexical query failed for {expr!r}: {exc}") from exc
+    return [(int(r[0]), -float(r[1])) for r in rows]
+
+
+def _and_then_or(conn: sqlite3.Connection, table: str, bm25: str, terms: list[str], prefixes: list[str],
+                 filters: Filters, limit: int) -> list[tuple[int, float]]:
+    """AND of all terms first; notes matching only some terms follow (OR), so nothing is lost."""
+    if not terms and not prefixes:
+        return []
+    hits = _run(conn, table, bm25, match_expression(terms, "AND", prefixes), filters, limit)
+    if len(terms) + len(prefixes) > 1 and len(hits) < limit:
+        seen = {i for i, _ in hits}
+        floor = min((s for _, s in hits), default=0.0)
+        for note_id, score in _run(conn, table, bm25, match_expression(terms, "OR", prefixes), filters, limit):
+            if note_id not in seen:
+                # OR-only hits stay below every AND hit
+                hits.append((note_id, min(score, floor - 1e-6) if hits else score))
+                seen.add(note_id)
+                if len(hits) >= limit:
+                    break
+    return hits
+
+
+def search_trigram(conn: sqlite3.Connection, terms: QueryTerms, filters: Filters = NO_FILTERS,
+                   limit: int = 100) -> list[tuple[int, float]]:
+    """Trigram BM25 over terms of 3+ characters: (note id, score) best first."""
+    return _and_then_or(conn, "fts_trigram", _BM25_TRIGRAM, terms.trigram, [], filters, limit)
+
+
+def search_words(conn: sqlite3.Connection, terms: QueryTerms, filters: Filters = NO_FILTERS,
+                 limit: int = 100) -> list[tuple[int, float]]:
+    """Word/bigram BM25, including one- and two-character terms: (note id, score) best first."""
+    return _and_then_or(conn, "fts_words", _BM25_WORDS, terms.words, terms.prefixes, filters, limit)
+
+
+def exact_matches(conn: sqlite3.Connection, identifiers: Sequence[str], filters: Filters = NO_FILTERS,
+                  limit: int = 50) -> list[int]:
+    """Notes that contain every identifier verbatim (case-insensitive), best BM25 first."""
+    long_ids = [i for i in identifiers if len(i) >= 3]
+    short_ids = [i.lower() for i in identifiers if len(i) < 3]
+    results: list[int] | None = None
+    if long_ids:
+        results = [i for i, _ in _run(conn, "fts_trigram", _BM25_TRIGRAM, " AND ".join(quote(t) for t in long_ids), filters, limit)]
+    if short_ids:
+        short = [i for i, _ in _run(conn, "fts_words", _BM25_WORDS, " AND ".join(quote(t) for t in short_ids), filters, limit)]
+        results = short if results is None else [i for i in results if i in set(short)]
+    return results or []
+
+
+def body_of(conn: sqlite3.Connection, note_id: int) -> str:
+    row = conn.execute("SELECT body FROM fts_trigram WHERE rowid = ?", (note_id,)).fetchone()
+    return row[0] if row else ""

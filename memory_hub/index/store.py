@@ -1,0 +1,198 @@
+"""The SQLite index file: schema, connections (WAL, busy timeout) and the single-writer lock.
+
+One file, ``<vault>/.memory_hub/index.sqlite3``. Readers never wait for writers (WAL). Writers take
+an exclusive file lock first, so the server, the watcher, a CLI sync and a git hook can all run at
+once without "database is locked" errors or lost updates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..config import db_path, index_dir
+
+SCHEMA_VERSION = 1
+
+# Column order of both lexical tables; the bm25() weights in lexical.py follow it.
+FTS_COLUMNS = ("title", "aliases", "tags", "description", "body")
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+CREATE TABLE IF NOT EXISTS notes (
+    id          INTEGER PRIMARY KEY,
+    path        TEXT NOT NULL UNIQUE,
+    title       TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    kind        TEXT NOT NULL,
+    scope       TEXT,
+    tags        TEXT NOT NULL DEFAULT '[]',   -- JSON list
+    aliases     TEXT NOT NULL DEFAULT '[]',   -- JSON list
+    dates       TEXT NOT NULL DEFAULT '{{}}',   -- JSON object: created, updated, due, deadline…
+    frontmatter TEXT NOT NULL DEFAULT '{{}}',   -- JSON object, the whole block
+    ranked      INTEGER NOT NULL,              -- 1 when the note takes part in lexical ranking
+    mtime_ns    INTEGER NOT NULL,
+    size        INTEGER NOT NULL,
+    hash        TEXT NOT NULL,
+    indexed_at  REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS notes_kind ON notes(kind);
+
+-- Trigram BM25: substring matching for terms of 3+ characters in any script.
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_trigram USING fts5(
+    {", ".join(FTS_COLUMNS)}, tokenize = 'trigram'
+);
+-- Word BM25 over text whose CJK runs were split into bigrams: catches what trigram cannot on
+-- SQLite 3.40 (terms of one or two characters such as S3, Go, 認証) and stems English words.
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_words USING fts5(
+    {", ".join(FTS_COLUMNS)}, tokenize = "porter unicode61 remove_diacritics 2 tokenchars '_'"
+);
+
+CREATE TABLE IF NOT EXISTS links (
+    source_id INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+    target    TEXT NOT NULL,          -- as written, without heading/alias
+    target_id INTEGER REFERENCES notes(id) ON DELETE SET NULL,  -- NULL: dangling
+    kind      TEXT NOT NULL,          -- wikilink | embed | markdown | frontmatter
+    heading   TEXT,
+    block     TEXT,
+    alias     TEXT,
+    line      INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS links_source ON links(source_id);
+CREATE INDEX IF NOT EXISTS links_target ON links(target_id);
+
+-- Files the last sync could not index, with the reason (broken YAML is a problem on an indexed note).
+CREATE TABLE IF NOT EXISTS problems (
+    path    TEXT NOT NULL,
+    problem TEXT NOT NULL,
+    at      REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
+"""
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open a connection with the settings every user of the index relies on."""
+    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA busy_timeout = 30000")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+class Store:
+    """The index of one vault. Connections are per thread; use ``conn`` freely from any thread."""
+
+    def __init__(self, vault: Path) -> None:
+        self.vault = Path(vault)
+        self.dir = index_dir(self.vault)
+        self.path = db_path(self.vault)
+        self._local = threading.local()
+        self._ensure()
+
+    def _ensure(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        conn = self.conn
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            raise RuntimeError(
+                f"index schema {version} is not {SCHEMA_VERSION}; run `memory-hub index --rebuild`"
+            )
+        if version == 0:
+            with self.writer():
+                conn.executescript(SCHEMA)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    @contextlib.contextmanager
+    def writer(self, timeout: float = 60.0) -> Iterator[sqlite3.Connection]:
+        """Hold the vault's single-writer lock (re-entrant within a thread)."""
+        depth = getattr(self._local, "lock_depth", 0)
+        if depth:
+            self._local.lock_depth = depth + 1
+            try:
+                yield self.conn
+            finally:
+                self._local.lock_depth -= 1
+            return
+        fd = os.open(self.dir / "write.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("another process has held the index write lock too long") from None
+                    time.sleep(0.02)
+            self._local.lock_depth = 1
+            try:
+                yield self.conn
+            finally:
+                self._local.lock_depth = 0
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction under the writer lock: all of it lands, or none."""
+        with self.writer() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    # -- small helpers used across the index layer ---------------------------------------------
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, conn: sqlite3.Connection, key: str, value: object) -> None:
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value if isinstance(value, str) else json.dumps(value)),
+        )
+
+    def note_row(self, path: str) -> sqlite3.Row | None:
+        return self.conn.execute("SELECT * FROM notes WHERE path = ?", (path,)).fetchone()
+
+    def note_count(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM notes WHERE kind != 'attachment'").fetchone()[0]
+
+
+def reset(vault: Path) -> None:
+    """Delete the SQLite index files (for ``--rebuild``); other caches are left alone."""
+    base = db_path(vault)
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(str(base) + suffix)
+        if p.exists():
+            p.unlink()

@@ -1,0 +1,278 @@
+"""Bring the index up to date with the vault: stat walk → diff → apply.
+
+The same code serves ``memory-hub index``, the watcher, the git post-commit hook and the server.
+A file is re-read only when its mtime or size changed, and re-indexed only when its content hash
+changed. Each note's update is one transaction, so a crash or Ctrl-C leaves a consistent index that
+the next run simply completes. Renames are detected by content hash and keep the note's id.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..progress import Progress
+from ..vault.notes import ATTACHMENT, Note, parse_note
+from ..vault.walk import FileStat, Skipped, UnreadableNote, content_hash, decode_note, read_note_bytes, walk
+from . import graph, lexical
+from .store import Store, reset
+
+# Hooks other index stages (vectors, recall) register to hear about changed notes.
+ChangeListener = Callable[[Store, "SyncReport"], None]
+
+
+@dataclass
+class SyncReport:
+    """What a sync did. Paths are vault-relative."""
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    renamed: list[tuple[str, str]] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)  # indexed, but with a problem
+    links_resolved: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.deleted or self.renamed)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "deleted": self.deleted,
+            "renamed": [list(r) for r in self.renamed],
+            "unchanged": self.unchanged,
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+            "problems": [{"path": p, "problem": m} for p, m in self.problems],
+            "links_resolved": self.links_resolved,
+            "seconds": round(self.seconds, 3),
+            "interrupted": self.interrupted,
+        }
+
+    def summary(self) -> str:
+        parts = [f"{len(self.added)} added", f"{len(self.updated)} updated", f"{len(self.deleted)} deleted",
+                 f"{len(self.renamed)} renamed", f"{self.unchanged} unchanged"]
+        if self.skipped:
+            parts.append(f"{len(self.skipped)} skipped")
+        if self.problems:
+            parts.append(f"{len(self.problems)} with problems")
+        return ", ".join(parts) + f" in {self.seconds:.2f}s" + (" (interrupted)" if self.interrupted else "")
+
+
+_listeners: list[ChangeListener] = []
+
+
+def on_change(listener: ChangeListener) -> ChangeListener:
+    """Register a callback run after every sync that changed something (used by later stages)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+    return listener
+
+
+def _attachment_note(stat: FileStat) -> Note:
+    name = stat.path.rsplit("/", 1)[-1]
+    return Note(path=stat.path, title=name, description="", kind=ATTACHMENT)
+
+
+def _upsert(store: Store, note: Note, stat: FileStat, digest: str, resolver: graph.Resolver | None,
+            old_path: str | None = None) -> int:
+    """Write one note (row, lexical rows, links, problems) in a single transaction."""
+    with store.transaction() as conn:
+        row = conn.execute("SELECT id, aliases FROM notes WHERE path = ?", (old_path or note.path,)).fetchone()
+        aliases = json.dumps(note.aliases, ensure_ascii=False)
+        # Other notes' links only need re-resolving when the set of paths or aliases changed.
+        dirty = row is None or old_path is not None or row[1] != aliases
+        values = (
+            note.path, note.title, note.description, note.kind, note.scope,
+            json.dumps(note.tags, ensure_ascii=False), aliases,
+            json.dumps(note.dates, ensure_ascii=False), json.dumps(note.frontmatter, ensure_ascii=False, default=str),
+            int(note.ranked), stat.mtime_ns, stat.size, digest, time.time(),
+        )
+        if row:
+            note_id = int(row[0])
+            conn.execute(
+                "UPDATE notes SET path=?, title=?, description=?, kind=?, scope=?, tags=?, aliases=?, dates=?,"
+                " frontmatter=?, ranked=?, mtime_ns=?, size=?, hash=?, indexed_at=? WHERE id=?",
+                (*values, note_id),
+            )
+        else:
+            cur = conn.execute(
+                "INSERT INTO notes(path, title, description, kind, scope, tags, aliases, dates, frontmatter,"
+                " ranked, mtime_ns, size, hash, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                values,
+            )
+            note_id = int(cur.lastrowid)
+        lexical.write_note(conn, note_id, note)
+        graph.write_links(conn, note_id, note.path, note.links, resolver)
+        conn.execute("DELETE FROM problems WHERE path IN (?, ?)", (note.path, old_path or note.path))
+        for problem in note.problems:
+            conn.execute("INSERT INTO problems(path, problem, at) VALUES (?, ?, ?)", (note.path, problem, time.time()))
+        if dirty:
+            store.set_meta(conn, "links_dirty", "1")
+    return note_id
+
+
+def _delete(store: Store, path: str) -> None:
+    with store.transaction() as conn:
+        row = conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchone()
+        if row:
+            lexical.delete_note(conn, int(row[0]))
+            conn.execute("DELETE FROM links WHERE source_id = ?", (int(row[0]),))
+            conn.execute("DELETE FROM notes WHERE id = ?", (int(row[0]),))
+        conn.execute("DELETE FROM problems WHERE path = ?", (path,))
+        store.set_meta(conn, "links_dirty", "1")
+
+
+def _record_skip(store: Store, skip: Skipped) -> None:
+    with store.transaction() as conn:
+        conn.execute("DELETE FROM problems WHERE path = ?", (skip.path,))
+        conn.execute("INSERT INTO problems(path, problem, at) VALUES (?, ?, ?)", (skip.path, skip.reason, time.time()))
+
+
+def sync(vault: Path, *, rebuild: bool = False, store: Store | None = None, progress: bool | None = None,
+         only: Iterable[str] | None = None) -> SyncReport:
+    """Bring the index of ``vault`` up to date and return what changed.
+
+    ``only`` limits the work to the given vault-relative paths (the watcher's fast path); files
+    not named are left alone, and named files that no longer exist are deleted from the index.
+    """
+    started = time.monotonic()
+    vault = Path(vault).resolve()
+    if rebuild:
+        if store is not None:
+            store.close()
+        reset(vault)
+        store = Store(vault)
+    store = store or Store(vault)
+    report = SyncReport()
+    with store.writer():
+        try:
+            _sync_locked(vault, store, report, progress, only)
+        except KeyboardInterrupt:
+            report.interrupted = True
+        report.seconds = time.monotonic() - started
+    if report.changed and not report.interrupted:
+        for listener in list(_listeners):
+            listener(store, report)
+    if report.interrupted:
+        raise SyncInterrupted(report)
+    return report
+
+
+class SyncInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a sync. Everything committed so far stays; the next sync completes the rest."""
+
+    def __init__(self, report: SyncReport) -> None:
+        super().__init__("sync interrupted")
+        self.report = report
+
+
+def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool | None,
+                 only: Iterable[str] | None) -> None:
+    conn = store.conn
+    known = {r[0]: (int(r[1]), int(r[2]), r[3], r[4]) for r in
+             conn.execute("SELECT path, mtime_ns, size, hash, kind FROM notes")}
+    if only is not None:
+        wanted = {p.replace("\\", "/") for p in only}
+        files = []
+        for st in walk(vault, report.skipped):
+            if st.path in wanted:
+                files.append(st)
+        present = {f.path for f in files}
+        known_scope = {p: v for p, v in known.items() if p in wanted}
+        missing = [p for p in known_scope if p not in present]
+    else:
+        files = list(walk(vault, report.skipped))
+        present = {f.path for f in files}
+        missing = [p for p in known if p not in present]
+
+    for skip in report.skipped:
+        print(f"warning: {skip.path}: {skip.reason}", file=sys.stderr)
+        _record_skip(store, skip)
+
+    # Decide what to (re)read.
+    todo: list[FileStat] = []
+    for st in files:
+        old = known.get(st.path)
+        if old and old[0] == st.mtime_ns and old[1] == st.size:
+            report.unchanged += 1
+        else:
+            todo.append(st)
+
+    # Read and hash the candidates; detect renames among missing paths by content hash.
+    missing_by_hash: dict[str, list[str]] = {}
+    for p in missing:
+        missing_by_hash.setdefault(known[p][2], []).append(p)
+
+    resolver = graph.build_resolver(conn) if todo else None
+    with Progress(len(todo), "indexing", enabled=progress if progress is not None else None) as bar:
+        for st in todo:
+            bar.advance()
+            if not st.is_note:
+                digest = f"stat:{st.mtime_ns}:{st.size}"
+                if st.path not in known:
+                    _upsert(store, _attachment_note(st), st, digest, None)
+                    report.added.append(st.path)
+                else:
+                    with store.transaction() as c:
+                        c.execute("UPDATE notes SET mtime_ns=?, size=?, hash=? WHERE path=?",
+                                  (st.mtime_ns, st.size, digest, st.path))
+                continue
+            try:
+                data = read_note_bytes(vault, st.path)
+                text = decode_note(data)
+            except (UnreadableNote, OSError) as exc:
+                reason = str(exc) if isinstance(exc, UnreadableNote) else f"cannot read: {exc}"
+                skip = Skipped(st.path, reason)
+                report.skipped.append(skip)
+                print(f"warning: {st.path}: {reason}", file=sys.stderr)
+                _record_skip(store, skip)
+                if st.path in known:
+                    _delete(store, st.path)
+                    report.deleted.append(st.path)
+                continue
+            digest = content_hash(data)
+            old = known.get(st.path)
+            if old and old[2] == digest:
+                with store.transaction() as c:
+                    c.execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?", (st.mtime_ns, st.size, st.path))
+                report.unchanged += 1
+                continue
+            note = parse_note(st.path, text)
+            for problem in note.problems:
+                report.problems.append((st.path, problem))
+                print(f"warning: {st.path}: {problem}", file=sys.stderr)
+            renamed_from = None
+            if not old and missing_by_hash.get(digest):
+                renamed_from = missing_by_hash[digest].pop(0)
+                missing.remove(renamed_from)
+            _upsert(store, note, st, digest, resolver, old_path=renamed_from)
+            if renamed_from:
+                report.renamed.append((renamed_from, st.path))
+            elif old:
+                report.updated.append(st.path)
+            else:
+                report.added.append(st.path)
+
+    for path in missing:
+        _delete(store, path)
+        report.deleted.append(path)
+
+    if store.get_meta("links_dirty") == "1":
+        with store.transaction() as c:
+            report.links_resolved = graph.resolve_all(c)
+            store.set_meta(c, "links_dirty", "0")
+            store.set_meta(c, "last_sync", str(time.time()))
+    elif only is None:
+        with store.transaction() as c:
+            store.set_meta(c, "last_sync", str(time.time()))
+

@@ -1,0 +1,171 @@
+"""Turning text into the terms both lexical tables understand, for documents and queries alike.
+
+SQLite 3.40's trigram tokenizer cannot match anything shorter than three characters, and Japanese
+has no spaces. So text is cut into *runs* by script (Latin/digits, kanji, katakana, hiragana), and:
+
+* every run of 3+ characters is a trigram phrase;
+* CJK runs are also written into the word table as overlapping bigrams (認証エラー → 認証 証エ エラ ラー),
+  plus the run's last character alone so a one-character query can match by prefix;
+* Latin words go to the word table as they are (the porter tokenizer stems them).
+
+User text is always data: every term is quoted as an FTS5 string, so quotes, ``*``, ``-``, ``:``,
+``NEAR``, ``AND`` and parentheses in a query can never become FTS syntax.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+_HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u3007"
+_KATA = r"\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
+_HIRA = r"\u3040-\u309f"
+_HANGUL = r"\uac00-\ud7af"
+_CJK_CLASS = f"[{_HAN}{_KATA}{_HIRA}{_HANGUL}]"
+_CJK_RUN = re.compile(f"{_CJK_CLASS}+")
+_SCRIPT_RUN = re.compile(f"[{_HAN}]+|[{_KATA}]+|[{_HIRA}]+|[{_HANGUL}]+")
+# A Latin/digit token; inner `_ - . : / # + @` are kept so identifiers stay whole.
+_WORD = re.compile(r"[^\W_]+(?:[_\-.:/#+@'][^\W_]+)*_*|_+[^\W_]+(?:[_\-.:/#+@][^\W_]+)*", re.UNICODE)
+
+STOPWORDS = frozenset(
+    """a an and are as at be been but by can could did do does for from had has have how i if in
+    into is it its of on or our so than that the their them then there these they this those to
+    was we were what when where which while who whom why will with would you your about after
+    also any been before being between both each few more most no nor not only other over same
+    should some such too under until very""".split()
+)
+# Hiragana runs that are grammar, not content (particles, copulas, question endings).
+_FUNCTION_HIRAGANA = frozenset(
+    """の は が を に で と も へ や か な ね よ から まで より など ので のに ても でも には では とは
+    への での について による における ですか ますか でしょうか ですが ます です でした ました
+    した して する された される いる ある いた あった なる なった という といった""".split()
+)
+
+
+def normalize(text: str) -> str:
+    """NFKC (full-width → half-width, compatibility forms) so 'ＡＰＩ' finds 'API'."""
+    return unicodedata.normalize("NFKC", text)
+
+
+def is_cjk(text: str) -> bool:
+    return bool(_CJK_RUN.fullmatch(text))
+
+
+def cjk_bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def words_text(text: str) -> str:
+    """Document text for the word table: CJK runs become bigrams (+ last char), the rest as is."""
+    text = normalize(text)
+
+    def expand(m: re.Match[str]) -> str:
+        run = m.group(0)
+        grams = cjk_bigrams(run)
+        if len(run) > 1:
+            grams.append(run[-1])
+        return " " + " ".join(grams) + " "
+
+    return _CJK_RUN.sub(expand, text)
+
+
+@dataclass
+class QueryTerms:
+    """What a query asks for, per lexical table."""
+
+    trigram: list[str] = field(default_factory=list)  # phrases of 3+ characters
+    words: list[str] = field(default_factory=list)  # word-table terms (words, CJK bigrams)
+    prefixes: list[str] = field(default_factory=list)  # single CJK characters, matched by prefix
+    identifiers: list[str] = field(default_factory=list)  # exact identifiers that must rank first
+    all_terms: list[str] = field(default_factory=list)  # distinct surface terms, for coverage
+
+    @property
+    def empty(self) -> bool:
+        return not (self.trigram or self.words or self.prefixes)
+
+
+_IDENT_SHAPE = re.compile(
+    r"^(?=.*[A-Za-z])(?:"
+    r".*_.*|"  # snake_case / SCREAMING_CASE
+    r".*[A-Za-z].*\d.*|.*\d.*[A-Za-z].*|"  # letters with digits (S3, DEC-0054, e5)
+    r"[A-Za-z0-9]+(?:[-.:/][A-Za-z0-9]+)+|"  # dotted / hyphenated / path-like
+    r".*[a-z][A-Z].*"  # camelCase
+    r")$"
+)
+_VERSION = re.compile(r"^\d+(?:\.\d+){1,3}$")
+
+
+def is_identifier(token: str) -> bool:
+    """Tokens a person means literally: error codes, snake_case, versions, ticket ids."""
+    if len(token) < 3 and not re.search(r"\d", token):
+        return False
+    return bool(_IDENT_SHAPE.match(token) or _VERSION.match(token))
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for item in items:
+        key = item.lower()
+        if key and key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def analyze_query(query: str) -> QueryTerms:
+    """Split a user query into the terms each lexical channel will search for."""
+    text = normalize(query)
+    terms = QueryTerms()
+    latin = _CJK_RUN.sub(" ", text)
+    tokens = [t.strip("'.:/#+@-") for t in _WORD.findall(latin)]
+    tokens = [t for t in tokens if t]
+    content = [t for t in tokens if t.lower() not in STOPWORDS] or tokens
+    for tok in content:
+        terms.all_terms.append(tok)
+        if is_identifier(tok):
+            terms.identifiers.append(tok)
+        if len(tok) >= 3:
+            terms.trigram.append(tok)
+        # the word table splits on punctuation other than '_'; give it the parts
+        for part in re.split(r"[^\w]+|_(?=\W)", tok):
+            if part:
+                terms.words.append(part.lower())
+    runs = [m.group(0) for m in _SCRIPT_RUN.finditer(text)]
+    content_runs = [r for r in runs if r not in _FUNCTION_HIRAGANA and not (len(r) == 1 and re.match(f"[{_HIRA}]", r))]
+    if not content_runs and runs:
+        content_runs = runs
+    for run in content_runs:
+        hiragana_only = bool(re.fullmatch(f"[{_HIRA}]+", run))
+        terms.all_terms.append(run)
+        if len(run) >= 3 and not hiragana_only:
+            terms.trigram.append(run)
+        if len(run) == 1:
+            terms.prefixes.append(run)
+        elif not hiragana_only or len(content_runs) == 1:
+            terms.words.extend(cjk_bigrams(run))
+    # kanji+katakana compounds between particles (認証エラー) are phrases worth matching whole
+    for m in _CJK_RUN.finditer(text):
+        for piece in re.split(f"[{_HIRA}]+", m.group(0)):
+            if len(piece) >= 3 and len(_SCRIPT_RUN.findall(piece)) > 1:
+                terms.trigram.append(piece)
+    terms.trigram = _dedupe(terms.trigram)
+    terms.words = _dedupe(terms.words)
+    terms.prefixes = _dedupe(terms.prefixes)
+    terms.identifiers = _dedupe(terms.identifiers)
+    terms.all_terms = _dedupe(terms.all_terms)
+    return terms
+
+
+def quote(term: str) -> str:
+    """An FTS5 string literal: the term can never be read as syntax."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def match_expression(terms: list[str], op: str, prefixes: list[str] = ()) -> str:
+    """``"a" AND "b"`` (or OR), with single characters as prefix queries ``"x"*``."""
+    parts = [quote(t) for t in terms] + [quote(p) + "*" for p in prefixes]
+    return f" {op} ".join(parts)

@@ -1,0 +1,139 @@
+"""YAML frontmatter: split it from the body, read it leniently, and update single fields in place.
+
+Reading never raises: a note with broken YAML is still a note (indexed from its body), and the
+problem is returned so it can be reported. Writing edits only the lines of the fields it sets, so a
+person's key order, comments and formatting survive.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+_OPEN = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n")
+_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
+
+
+@dataclass
+class Frontmatter:
+    """The parsed block. ``data`` is empty when there is none or it is broken."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    raw: str | None = None  # the YAML text between the fences, None when absent
+    body: str = ""  # everything after the closing fence
+    body_line: int = 1  # 1-based line number where ``body`` starts in the file
+    problem: str | None = None
+
+
+def split(text: str) -> tuple[str | None, str, int]:
+    """Return (yaml_text or None, body, body_start_line)."""
+    m = _OPEN.match(text)
+    if not m:
+        return None, text.lstrip("\ufeff"), 1
+    close = _CLOSE.search(text, m.end())
+    if not close:
+        # An opening fence with no closing one is not frontmatter; Obsidian shows it as text.
+        return None, text.lstrip("\ufeff"), 1
+    raw = text[m.end() : close.start()]
+    end = close.end()
+    if text.startswith("\r\n", end):
+        end += 2
+    elif text.startswith("\n", end):
+        end += 1
+    body_line = text.count("\n", 0, end) + 1
+    return raw, text[end:], body_line
+
+
+def _plain(value: Any) -> Any:
+    """Turn YAML values into JSON-able ones (dates become ISO strings)."""
+    if isinstance(value, _dt.datetime):
+        return value.isoformat()
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def parse(text: str) -> Frontmatter:
+    """Parse a note's text into frontmatter data and body, leniently."""
+    raw, body, body_line = split(text)
+    fm = Frontmatter(raw=raw, body=body, body_line=body_line)
+    if raw is None or not raw.strip():
+        return fm
+    try:
+        loaded = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark is not None else ""
+        fm.problem = f"broken YAML frontmatter{where}: {getattr(exc, 'problem', None) or exc}"
+        return fm
+    except (ValueError, TypeError, RecursionError) as exc:  # e.g. an impossible date
+        fm.problem = f"unreadable YAML frontmatter: {exc}"
+        return fm
+    if loaded is None:
+        return fm
+    if not isinstance(loaded, dict):
+        fm.problem = f"frontmatter is a {type(loaded).__name__}, not a mapping; ignored"
+        return fm
+    fm.data = _plain(loaded)
+    return fm
+
+
+_KEY_LINE = re.compile(r"^([A-Za-z0-9_\-]+)[ \t]*:(.*)$")
+
+
+def _yaml_scalar(value: Any) -> str:
+    dumped = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10_000)
+    dumped = dumped.strip()
+    if dumped.endswith("\n..."):
+        dumped = dumped[: -len("\n...")]
+    return dumped.removesuffix("...").strip()
+
+
+def set_fields(text: str, updates: dict[str, Any]) -> str:
+    """Return ``text`` with top-level frontmatter ``updates`` applied, touching nothing else.
+
+    Existing keys keep their position (their value line, and any indented continuation lines, are
+    replaced); new keys are appended at the end of the block; a note without frontmatter gets one.
+    The body is never changed. Raises ValueError when the existing block is not valid YAML, because
+    editing a broken block line by line could make it worse.
+    """
+    raw, body, _ = split(text)
+    newline = "\r\n" if "\r\n" in text[:2000] else "\n"
+    if raw is None:
+        lines = [f"{k}: {_yaml_scalar(v)}" for k, v in updates.items()]
+        return "---" + newline + newline.join(lines) + newline + "---" + newline + text.lstrip("\ufeff")
+    if parse(text).problem:
+        raise ValueError("frontmatter is not valid YAML; refusing to edit it")
+    lines = raw.splitlines()
+    remaining = dict(updates)
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = _KEY_LINE.match(line)
+        if m and m.group(1) in remaining:
+            key = m.group(1)
+            out.append(f"{key}: {_yaml_scalar(remaining.pop(key))}")
+            i += 1
+            # Drop the old value's continuation lines (indented or list items).
+            while i < len(lines) and (lines[i].startswith((" ", "\t", "- ")) or not lines[i].strip()):
+                if not lines[i].strip() and (i + 1 >= len(lines) or _KEY_LINE.match(lines[i + 1])):
+                    break
+                i += 1
+            continue
+        out.append(line)
+        i += 1
+    for key, value in remaining.items():
+        out.append(f"{key}: {_yaml_scalar(value)}")
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    return bom + "---" + newline + newline.join(out) + newline + "---" + newline + body

@@ -1,0 +1,192 @@
+"""Wikilinks and Markdown links: find them in a note, and resolve them the way Obsidian does.
+
+Forms: ``[[note]]``, ``[[note|alias]]``, ``[[note#heading]]``, ``[[note#^block]]``, ``![[embed]]``,
+path-qualified ``[[folder/note]]``, ``[[a\\|b]]`` inside tables, links inside frontmatter values, and
+relative Markdown links ``[text](../x.md)``. Nothing inside code counts. Resolution: exact path, then
+path suffix, then basename (case-insensitive; ambiguous basenames go to the shortest path), then
+aliases. An unresolved target is kept as a dangling link, never dropped.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from .markdown import mask_code
+
+WIKILINK = "wikilink"
+EMBED = "embed"
+MARKDOWN = "markdown"
+FRONTMATTER = "frontmatter"
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link as written. ``target`` has no heading, block or alias part."""
+
+    target: str
+    kind: str
+    heading: str | None = None
+    block: str | None = None
+    alias: str | None = None
+    line: int = 0
+
+
+_WIKI = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
+_MD = re.compile(r"(!?)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(\s*(<[^>\n]+>|[^)\s]+)(?:\s+[\"'(][^)\n]*)?\)")
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*:")
+
+
+def _split_wiki(inner: str) -> tuple[str, str | None, str | None, str | None]:
+    """``target#heading|alias`` → (target, heading, block, alias). Handles ``\\|`` in tables."""
+    inner = inner.replace("\\|", "|")
+    target, _, alias = inner.partition("|")
+    target, _, anchor = target.partition("#")
+    heading = block = None
+    if anchor:
+        if anchor.startswith("^"):
+            block = anchor[1:].strip() or None
+        else:
+            heading = anchor.strip() or None
+    return target.strip().rstrip("\\").strip(), heading, block, (alias.strip() or None)
+
+
+def _wikilinks(text: str, kind_default: str, line_offset: int) -> Iterator[Link]:
+    for m in _WIKI.finditer(text):
+        target, heading, block, alias = _split_wiki(m.group(2))
+        if not target:  # [[#heading]] points inside the same note
+            continue
+        kind = EMBED if m.group(1) else kind_default
+        line = line_offset + text.count("\n", 0, m.start())
+        yield Link(target=target, kind=kind, heading=heading, block=block, alias=alias, line=line)
+
+
+def _markdown_links(text: str, line_offset: int) -> Iterator[Link]:
+    for m in _MD.finditer(text):
+        raw = m.group(3).strip()
+        if raw.startswith("<") and raw.endswith(">"):
+            raw = raw[1:-1]
+        if _SCHEME.match(raw) or raw.startswith(("#", "//")):
+            continue  # URLs, mailto:, obsidian://, in-page anchors
+        path, _, anchor = raw.partition("#")
+        path = unquote(path)
+        if not path.lower().endswith(".md"):
+            continue
+        heading = block = None
+        if anchor:
+            anchor = unquote(anchor)
+            if anchor.startswith("^"):
+                block = anchor[1:]
+            else:
+                heading = anchor
+        line = line_offset + text.count("\n", 0, m.start())
+        yield Link(target=path, kind=MARKDOWN, heading=heading, block=block,
+                   alias=m.group(2).strip() or None, line=line)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def extract_links(body: str, frontmatter: dict[str, Any] | None = None, *, body_line: int = 1,
+                  masked_body: str | None = None) -> list[Link]:
+    """Every link in a note: body wikilinks/embeds/Markdown links outside code, then frontmatter."""
+    masked = masked_body if masked_body is not None else mask_code(body)
+    found = list(_wikilinks(masked, WIKILINK, body_line))
+    found.extend(_markdown_links(masked, body_line))
+    found.sort(key=lambda link: link.line)
+    for value in _strings(frontmatter or {}):
+        for link in _wikilinks(value, FRONTMATTER, 0):
+            found.append(Link(link.target, FRONTMATTER, link.heading, link.block, link.alias, 0))
+    return found
+
+
+def _norm(path: str) -> str:
+    path = path.replace("\\", "/").strip()
+    while path.startswith("./"):
+        path = path[2:]
+    return path.lstrip("/")
+
+
+def _stem(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    return name[:-3] if name.lower().endswith(".md") else name
+
+
+class Resolver:
+    """Resolves link targets against the set of files in a vault.
+
+    Built once from all paths (notes and attachments) and each note's aliases; resolution is a few
+    dictionary look-ups, so re-resolving every link after a sync is cheap.
+    """
+
+    def __init__(self, paths: Iterable[str], aliases: dict[str, Iterable[str]] | None = None) -> None:
+        self._by_path: dict[str, str] = {}
+        self._by_name: dict[str, list[str]] = {}
+        self._by_alias: dict[str, list[str]] = {}
+        for path in paths:
+            self._by_path.setdefault(path.lower(), path)
+            self._by_name.setdefault(_stem(path).lower(), []).append(path)
+            if path.lower().endswith(".md"):
+                # "note.md" written with its extension resolves like "note"
+                self._by_name.setdefault(path.rsplit("/", 1)[-1].lower(), []).append(path)
+        for bucket in self._by_name.values():
+            bucket.sort(key=_shortest_first)
+        for path, names in (aliases or {}).items():
+            for alias in names:
+                if isinstance(alias, str) and alias.strip():
+                    self._by_alias.setdefault(alias.strip().lower(), []).append(path)
+        for bucket in self._by_alias.values():
+            bucket.sort(key=_shortest_first)
+
+    def resolve(self, target: str, source: str | None = None, kind: str = WIKILINK) -> str | None:
+        """The vault path ``target`` points to, or None when it dangles."""
+        target = _norm(target)
+        if not target:
+            return None
+        lower = target.lower()
+        if kind == MARKDOWN and source is not None:
+            # Markdown links are relative to the linking note's folder first.
+            rel = posixpath.normpath(posixpath.join(posixpath.dirname(source), target))
+            if not rel.startswith("../") and rel.lower() in self._by_path:
+                return self._by_path[rel.lower()]
+        for candidate in (lower, lower + ".md"):
+            if candidate in self._by_path:
+                return self._by_path[candidate]
+        if "/" in lower:
+            hit = self._suffix(lower)
+            if hit:
+                return hit
+            lower = lower.rsplit("/", 1)[-1]
+        bucket = self._by_name.get(lower)
+        if bucket:
+            return bucket[0]
+        bucket = self._by_alias.get(lower)
+        if bucket:
+            return bucket[0]
+        return None
+
+    def _suffix(self, lower: str) -> str | None:
+        names = [lower] if lower.endswith(".md") or "." in lower.rsplit("/", 1)[-1] else [lower, lower + ".md"]
+        best: str | None = None
+        for name in names:
+            stem = name.rsplit("/", 1)[-1]
+            for path in self._by_name.get(stem[:-3] if stem.endswith(".md") else stem, []):
+                if path.lower().endswith("/" + name) and (best is None or _shortest_first(path) < _shortest_first(best)):
+                    best = path
+        return best
+
+
+def _shortest_first(path: str) -> tuple[int, int, str]:
+    return (path.count("/"), len(path), path)

@@ -1,0 +1,116 @@
+"""Markdown facts the rest of the vault layer needs: where code is, and what counts as prose.
+
+Links and tags inside fenced code blocks or inline code are not links or tags (Obsidian agrees), so
+every extractor works on a *masked* copy of the body where code is blanked out with spaces. Masking
+keeps offsets and line numbers identical to the original text.
+"""
+
+from __future__ import annotations
+
+import re
+
+_FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+_INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+_COMMENT = re.compile(r"%%.*?%%|<!--.*?-->", re.DOTALL)
+
+
+def _blank(s: str) -> str:
+    return re.sub(r"[^\n]", " ", s)
+
+
+def mask_code(text: str) -> str:
+    """Blank out fenced code blocks, inline code and comments, keeping length and newlines."""
+    lines = text.split("\n")
+    out: list[str] = []
+    fence: str | None = None
+    for line in lines:
+        if fence is None:
+            m = _FENCE.match(line)
+            if m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
+                fence = m.group(2)
+                out.append(_blank(line))
+                continue
+            out.append(line)
+        else:
+            stripped = line.strip()
+            if stripped.startswith(fence[0] * len(fence)) and set(stripped) == {fence[0]}:
+                fence = None
+            out.append(_blank(line))
+    masked = "\n".join(out)
+    masked = _INLINE_CODE.sub(lambda m: _blank(m.group(0)), masked)
+    masked = _COMMENT.sub(lambda m: _blank(m.group(0)), masked)
+    return masked
+
+
+_WIKILINK_TEXT = re.compile(r"!?\[\[([^\]\|]*?)(?:\\?\|([^\]]*))?\]\]")
+_MD_LINK_TEXT = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~|==)(?=\S)(.+?)(?<=\S)\1")
+
+
+def plain_text(markdown: str) -> str:
+    """Markdown inline markup reduced to what a reader sees (for descriptions and snippets)."""
+    text = _WIKILINK_TEXT.sub(lambda m: (m.group(2) or m.group(1).split("#")[0]).strip(), markdown)
+    text = _MD_LINK_TEXT.sub(lambda m: m.group(1), text)
+    text = text.replace("`", "")
+    text = _EMPHASIS.sub(lambda m: m.group(2), text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+_SKIP_PARAGRAPH = re.compile(
+    r"^\s*(#|>|\||[-*_]{3,}\s*$|!\[|\^[\w-]+\s*$|\[\^|<|\{\{|```|~~~|- \[[ xX]\] $)"
+)
+
+
+def first_paragraph(masked_body: str, original_body: str, limit: int = 240) -> str:
+    """The first paragraph of real prose, trimmed to ``limit`` characters on a word boundary."""
+    offset = 0
+    for block in re.split(r"(\n[ \t]*\n)", masked_body):
+        start, offset = offset, offset + len(block)
+        if not block.strip() or block.startswith("\n"):
+            continue
+        lines = [ln for ln in original_body[start : start + len(block)].split("\n") if ln.strip()]
+        masked_lines = [ln for ln in block.split("\n") if ln.strip()]
+        if not lines or not masked_lines or _SKIP_PARAGRAPH.match(lines[0]):
+            continue
+        if all(not ln.strip() for ln in masked_lines):  # code only
+            continue
+        text = plain_text(" ".join(ln.strip().lstrip("-*+ ").strip() for ln in lines))
+        if len(text) < 3:
+            continue
+        return trim(text, limit)
+    return ""
+
+
+def trim(text: str, limit: int) -> str:
+    """Cut ``text`` at a word boundary near ``limit`` and mark the cut with an ellipsis."""
+    text = re.sub(r"\s+", " ", text).strip()
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    space = cut.rfind(" ")
+    if space > limit * 0.6:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.-") + "…"
+
+
+_H1 = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+def first_heading(masked_body: str) -> str | None:
+    m = _H1.search(masked_body)
+    return plain_text(m.group(1)) if m else None
+
+
+# Obsidian tags: '#' then letters/digits/_/-// (not only digits), not preceded by a word char or '#'.
+_TAG = re.compile(r"(?<![\w#&/\\\]\)])#([^\s#!-/:-@\[-\^`{-~\u3000-\u303f\uff01-\uff0f]+(?:[/_-][^\s#!-/:-@\[-\^`{-~]+)*)")
+
+
+def inline_tags(masked_body: str) -> list[str]:
+    """Inline ``#tags`` outside code and headings."""
+    tags = []
+    for m in _TAG.finditer(masked_body):
+        tag = m.group(1)
+        if tag.isdigit():
+            continue
+        tags.append(tag)
+    return tags

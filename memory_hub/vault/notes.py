@@ -1,0 +1,159 @@
+"""What a note is: its title, description, tags, aliases, kind, scope, dates and links.
+
+Everything is read from the file alone, so the same file always gives the same note, and an index
+rebuilt from files gives the same answers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from . import frontmatter as fm
+from .links import Link, extract_links
+from .markdown import first_heading, first_paragraph, inline_tags, mask_code, plain_text, trim
+
+KNOWLEDGE = "knowledge"
+CAPTURE = "capture"
+DECISION = "decision"
+RUNBOOK = "runbook"
+TRACKER = "tracker"
+DAILY = "daily"
+TEMPLATE = "template"
+ATTACHMENT = "attachment"
+KINDS = (KNOWLEDGE, CAPTURE, DECISION, RUNBOOK, TRACKER, DAILY, TEMPLATE)
+
+# Kinds that stay out of lexical ranking: plentiful, low-signal text pollutes relevance.
+UNRANKED_KINDS = frozenset({DAILY, TEMPLATE, ATTACHMENT})
+
+# Folder (any level, first match from the top wins) → kind, when frontmatter does not say.
+FOLDER_KINDS: dict[str, str] = {
+    "inbox": CAPTURE, "captures": CAPTURE, "capture": CAPTURE, "braindumps": CAPTURE,
+    "learnings": CAPTURE, "clippings": CAPTURE,
+    "decisions": DECISION, "adr": DECISION, "adrs": DECISION,
+    "runbooks": RUNBOOK, "playbooks": RUNBOOK,
+    "trackers": TRACKER, "projects": TRACKER,
+    "daily": DAILY, "journal": DAILY, "dailies": DAILY, "daily notes": DAILY,
+    "templates": TEMPLATE, "_templates": TEMPLATE, "templater": TEMPLATE,
+}
+_KIND_SYNONYMS = {"note": KNOWLEDGE, "learning": CAPTURE, "braindump": CAPTURE, "adr": DECISION,
+                  "playbook": RUNBOOK, "journal": DAILY, "project": TRACKER}
+_DAILY_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+DATE_FIELDS = ("created", "updated", "date", "due", "deadline")
+
+
+@dataclass
+class Note:
+    """A parsed note. ``path`` is vault-relative with forward slashes."""
+
+    path: str
+    title: str
+    description: str
+    kind: str
+    scope: str | None = None
+    tags: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)
+    dates: dict[str, str] = field(default_factory=dict)
+    frontmatter: dict[str, Any] = field(default_factory=dict)
+    body: str = ""
+    links: list[Link] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ranked(self) -> bool:
+        """Whether this note takes part in lexical ranking."""
+        return self.kind not in UNRANKED_KINDS
+
+    @property
+    def date(self) -> str | None:
+        """The most meaningful single date: updated, else created, else date."""
+        return self.dates.get("updated") or self.dates.get("created") or self.dates.get("date")
+
+
+def _as_list(value: Any) -> list[str]:
+    """Frontmatter lists may be written as a YAML list or a comma/space separated string."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        parts = re.split(r"[,\s]+", value) if "," in value or " " in value.strip() else [value]
+        return [p for p in (s.strip() for s in parts) if p]
+    if isinstance(value, (list, tuple)):
+        out: list[str] = []
+        for item in value:
+            if isinstance(item, (str, int, float)) and str(item).strip():
+                out.append(str(item).strip())
+        return out
+    return [str(value)]
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for item in items:
+        key = item.lower()
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def infer_kind(path: str, declared: Any = None) -> str:
+    """The note's kind: frontmatter ``kind`` if known, else from its folder, else knowledge."""
+    if isinstance(declared, str) and declared.strip():
+        value = declared.strip().lower()
+        if value in KINDS:
+            return value
+        if value in _KIND_SYNONYMS:
+            return _KIND_SYNONYMS[value]
+    parts = PurePosixPath(path).parts
+    for folder in parts[:-1]:
+        kind = FOLDER_KINDS.get(folder.lower())
+        if kind:
+            return kind
+    if not path.lower().endswith(".md"):
+        return ATTACHMENT
+    if _DAILY_NAME.match(PurePosixPath(path).stem):
+        return DAILY
+    return KNOWLEDGE
+
+
+def _clean_line(value: Any) -> str:
+    return plain_text(str(value)) if value is not None else ""
+
+
+def parse_note(path: str, text: str) -> Note:
+    """Parse one Markdown file's text. Never raises for content problems; they go in ``problems``."""
+    block = fm.parse(text)
+    data = block.data
+    problems = [block.problem] if block.problem else []
+    masked = mask_code(block.body)
+
+    title = _clean_line(data.get("title")) if data.get("title") else ""
+    if not title:
+        title = first_heading(masked) or PurePosixPath(path).stem
+    description = _clean_line(data.get("description") or data.get("summary") or "")
+    description = trim(description, 300) if description else first_paragraph(masked, block.body)
+
+    tags = [t.lstrip("#") for t in _as_list(data.get("tags") or data.get("tag"))]
+    tags = _dedupe([t for t in tags + inline_tags(masked) if t])
+    aliases = _dedupe(_as_list(data.get("aliases") or data.get("alias")))
+    scope_value = data.get("scope")
+    scope = str(scope_value).strip().lower() if isinstance(scope_value, str) and scope_value.strip() else None
+    dates = {key: str(data[key]) for key in DATE_FIELDS if data.get(key) not in (None, "")}
+
+    return Note(
+        path=path,
+        title=title,
+        description=description,
+        kind=infer_kind(path, data.get("kind")),
+        scope=scope,
+        tags=tags,
+        aliases=aliases,
+        dates=dates,
+        frontmatter=data,
+        body=block.body,
+        links=extract_links(block.body, data, body_line=block.body_line, masked_body=masked),
+        problems=problems,
+    )
