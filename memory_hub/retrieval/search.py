@@ -134,9 +134,14 @@ def snippet(body: str, terms: list[str], width: int = 160) -> str:
     return ("…" if start > 0 else "") + plain + ("…" if start + len(window) < len(text) else "")
 
 
+MODES = ("lexical",)
+
+
 def search(store: Store, query: str, k: int = 10, filters: Filters | None = None,
-           explain: bool = False) -> SearchResult:
+           explain: bool = False, mode: str = "lexical") -> SearchResult:
     """Lexical search: the ranking every later stage builds on."""
+    if mode not in MODES:
+        raise QueryError(f"unknown search mode {mode!r}; choose one of {', '.join(MODES)}")
     query = check_query(query)
     filters = filters or Filters()
     timings: dict[str, float] = {}
