@@ -1,0 +1,123 @@
+"""What a running server holds between calls: the vault, its index, the searcher and the watcher.
+
+One ``ServerState`` per process. The MCP tools, the watcher and the local socket for agent hooks
+(``server/local_socket.py``) all share it, so the index stays open and models stay warm.
+
+Start-up must be fast (clients such as Codex give a server 10 s), so nothing heavy happens in
+``__init__``: models load in a background thread started by :meth:`ServerState.warm_in_background`,
+and ``models_ready`` is a plain ``threading.Event`` that anyone may read without a lock.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..index.lexical import Filters
+from ..index.store import Store
+
+log = logging.getLogger("memory_hub.server")
+
+
+class SearcherLike(Protocol):
+    """What the server needs from the retrieval layer (``retrieval.searcher.Searcher``)."""
+
+    def search(self, query: str, k: int = 10, filters: Filters | None = None, mode: str = ...,
+               explain: bool = False) -> Any: ...
+
+    def warm(self) -> Any: ...
+
+
+class _LexicalSearcher:
+    """Stand-in used until ``memory_hub.retrieval.searcher`` exists: the plain search pipeline."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def search(self, query: str, k: int = 10, filters: Filters | None = None, mode: str | None = None,
+               explain: bool = False) -> Any:
+        from ..retrieval.search import search
+
+        kwargs: dict[str, Any] = {"k": k, "filters": filters, "explain": explain}
+        if mode:
+            kwargs["mode"] = mode
+        return search(self.store, query, **kwargs)
+
+    def warm(self) -> None:
+        return None
+
+
+def make_searcher(vault: Path, store: Store) -> SearcherLike:
+    """The long-lived retrieval searcher when available, else the lexical pipeline."""
+    try:
+        module = importlib.import_module("memory_hub.retrieval.searcher")
+    except ModuleNotFoundError as exc:
+        if exc.name != "memory_hub.retrieval.searcher":
+            raise
+        return _LexicalSearcher(store)
+    cls = module.Searcher
+    try:
+        return cls(vault, store=store)
+    except TypeError:
+        return cls(vault)
+
+
+@dataclass
+class ServerState:
+    """Everything a serving process keeps open. Safe to share across threads."""
+
+    vault: Path
+    store: Store
+    searcher: SearcherLike
+    started_at: float = field(default_factory=time.time)
+    started_monotonic: float = field(default_factory=time.monotonic)
+    watcher: Any = None  # server.watcher.Watcher, when running
+    models_ready: threading.Event = field(default_factory=threading.Event)
+    models_error: str | None = None
+    ready_seconds: float | None = None  # time from start to warm models
+    extras: dict[str, Any] = field(default_factory=dict)  # other stages may park long-lived objects here
+
+    @classmethod
+    def open(cls, vault: Path) -> ServerState:
+        """Open a vault's index and searcher without loading any model."""
+        vault = Path(vault).resolve()
+        store = Store(vault)
+        return cls(vault=vault, store=store, searcher=make_searcher(vault, store))
+
+    def warm_in_background(self) -> threading.Thread:
+        """Load models in a daemon thread; ``models_ready`` is set when done (or when it failed)."""
+        thread = threading.Thread(target=self._warm, name="memory-hub-warm", daemon=True)
+        thread.start()
+        return thread
+
+    def _warm(self) -> None:
+        try:
+            self.searcher.warm()
+        except Exception as exc:  # noqa: BLE001 - a missing model degrades search, it must not kill the server
+            self.models_error = f"{type(exc).__name__}: {exc}"
+            log.warning("models could not be loaded; search stays lexical: %s", self.models_error)
+        finally:
+            self.ready_seconds = time.monotonic() - self.started_monotonic
+            self.models_ready.set()
+
+    def search(self, query: str, k: int = 10, filters: Filters | None = None, mode: str | None = None,
+               explain: bool = False) -> Any:
+        """Search through the shared searcher (``retrieval.search.SearchResult``)."""
+        kwargs: dict[str, Any] = {"k": k, "filters": filters, "explain": explain}
+        if mode:
+            kwargs["mode"] = mode
+        return self.searcher.search(query, **kwargs)
+
+    def pending_changes(self) -> int:
+        """Changes on disk the index has not seen yet (a stat walk; cheap on vaults of thousands)."""
+        from ..eval.health import pending_changes
+
+        return pending_changes(self.store)
+
+    def uptime(self) -> float:
+        return time.monotonic() - self.started_monotonic
