@@ -1,0 +1,160 @@
+"""Shared pieces of the benchmark runners: data loading, metrics, timing statistics, reporting.
+
+Metric functions take one query's ranked list of document ids and its relevance judgements
+(``{doc_id: grade}``) and return a number; ``METRICS`` maps the report's column names to them, so a
+new metric (for example LoCoMo evidence recall) is one function and one entry, not a new runner.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = Path(os.environ.get("MEMORY_HUB_SHARED_DATA", REPO.parent / "shared" / "data"))
+RESULTS = Path(__file__).resolve().parent / "results"
+
+Qrels = dict[str, dict[str, int]]
+Metric = Callable[[Sequence[str], Mapping[str, int]], float]
+
+
+# -- data -----------------------------------------------------------------------------------------
+
+def read_jsonl(path: Path) -> Iterable[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                yield json.loads(line)
+
+
+def load_qrels(path: Path) -> Qrels:
+    """A BEIR qrels TSV (``query-id  corpus-id  score``, with a header) → {query: {doc: grade}}."""
+    qrels: Qrels = {}
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 3 or (n == 0 and not parts[2].lstrip("-").isdigit()):
+                continue
+            qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+    return qrels
+
+
+# -- metrics --------------------------------------------------------------------------------------
+
+def ndcg_at(k: int) -> Metric:
+    def ndcg(ranked: Sequence[str], rel: Mapping[str, int]) -> float:
+        dcg = sum((2 ** rel.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+        ideal = sorted((g for g in rel.values() if g > 0), reverse=True)[:k]
+        idcg = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+        return dcg / idcg if idcg else 0.0
+
+    return ndcg
+
+
+def recall_at(k: int) -> Metric:
+    def recall(ranked: Sequence[str], rel: Mapping[str, int]) -> float:
+        relevant = {d for d, g in rel.items() if g > 0}
+        return len(relevant & set(ranked[:k])) / len(relevant) if relevant else 0.0
+
+    return recall
+
+
+def mrr_at(k: int) -> Metric:
+    def mrr(ranked: Sequence[str], rel: Mapping[str, int]) -> float:
+        for i, d in enumerate(ranked[:k]):
+            if rel.get(d, 0) > 0:
+                return 1.0 / (i + 1)
+        return 0.0
+
+    return mrr
+
+
+METRICS: dict[str, Metric] = {
+    "nDCG@10": ndcg_at(10),
+    "recall@100": recall_at(100),
+    "MRR@10": mrr_at(10),
+}
+
+
+def evaluate(run: Mapping[str, Sequence[str]], qrels: Qrels, metrics: Mapping[str, Metric] = METRICS
+             ) -> dict[str, float]:
+    """Mean of each metric over the judged queries in ``run`` (a query with no hits scores 0)."""
+    judged = [q for q in run if q in qrels]
+    if not judged:
+        return {name: 0.0 for name in metrics}
+    return {name: sum(fn(run[q], qrels[q]) for q in judged) / len(judged) for name, fn in metrics.items()}
+
+
+# -- timing ---------------------------------------------------------------------------------------
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100); 0 for an empty list."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def latency_summary(seconds: Sequence[float]) -> dict[str, float]:
+    ms = [s * 1000 for s in seconds]
+    return {"p50_ms": round(statistics.median(ms), 3) if ms else 0.0, "p95_ms": round(percentile(ms, 95), 3),
+            "max_ms": round(max(ms), 3) if ms else 0.0, "n": len(ms)}
+
+
+class Timer:
+    """``with Timer() as t: ...; t.seconds``"""
+
+    def __enter__(self) -> Timer:
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.start
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (Linux reports KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+# -- reporting ------------------------------------------------------------------------------------
+
+def machine() -> dict[str, Any]:
+    import sqlite3
+
+    return {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version, "cpus": os.cpu_count(),
+            "platform": platform.platform()}
+
+
+def print_table(rows: list[dict[str, Any]], columns: Sequence[str], stream: Any = None) -> None:
+    stream = stream or sys.stdout
+
+    def fmt(v: Any) -> str:
+        return f"{v:.4f}" if isinstance(v, float) and abs(v) < 10 else (f"{v:.1f}" if isinstance(v, float) else str(v))
+
+    cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)), file=stream)
+    print("  ".join("-" * w for w in widths), file=stream)
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)), file=stream)
+
+
+def write_result(name: str, data: dict[str, Any], out_dir: Path = RESULTS) -> Path:
+    """Write ``<out_dir>/<name>.json`` (small: summaries, never per-query dumps)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.json"
+    payload = {"benchmark": name, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(),
+               **data}
+    path.write_text(json.dumps(payload, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    return path
