@@ -1,0 +1,243 @@
+"""Braindump: one line of effort for the person, no decision about where it goes.
+
+``write_capture`` is the single code path behind ``memory-hub braindump``, the MCP ``capture`` tool
+and the hooks' transcript saves. It classifies the scope, extracts action items and themes, puts
+any deadline found in the text into a field (``due:`` for action items, ``deadline:`` for trackers)
+so the look-ahead can see it, writes a dated note with full frontmatter into ``inbox/`` (atomic,
+never over an existing file) and links it from the day's daily note.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import db_path
+from ..vault.frontmatter import set_fields
+from ..vault.notes import CAPTURE, KINDS, TEMPLATE, TRACKER
+from ..vault.walk import OutsideVault
+from ..vault.writer import NoteExists, create_note, unique_note_path
+from . import classify as cls
+from .daily import link_from_daily
+from .dates import find_deadline
+
+MAX_CAPTURE_BYTES = int(os.environ.get("MEMORY_HUB_MAX_CAPTURE_BYTES", 256 * 1024))
+SCOPES = ("personal", "work", "project")
+FOLDERS = {CAPTURE: "inbox", TRACKER: "trackers", "decision": "decisions", "runbook": "runbooks",
+           "knowledge": "", "daily": "daily"}
+
+
+class CaptureError(ValueError):
+    """A capture that cannot be written (empty, too large, bad field); nothing was written."""
+
+
+@dataclass
+class CaptureResult:
+    """What a capture did, for the CLI and the MCP tool to report."""
+
+    path: str
+    title: str
+    scope: str
+    kind: str
+    tags: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    due: str | None = None
+    deadline: str | None = None
+    daily: str | None = None
+    urls: list[dict[str, object]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def known_tags(vault: Path) -> list[str]:
+    """Tags already used in the vault, read from the index when it exists (no index is built here)."""
+    path = db_path(vault)
+    if not path.exists():
+        return []
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2)
+        try:
+            rows = conn.execute("SELECT DISTINCT value FROM notes, json_each(notes.tags)").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return []
+    return [r[0] for r in rows if isinstance(r[0], str)]
+
+
+def _clean_tags(tags: list[str] | None) -> list[str]:
+    out: list[str] = []
+    for tag in tags or []:
+        if not isinstance(tag, str):
+            raise CaptureError(f"tags must be strings, got {tag!r}")
+        t = tag.strip().lstrip("#").strip()
+        if t and " " not in t and t.lower() not in (x.lower() for x in out):
+            out.append(t)
+        elif " " in t:
+            t = t.replace(" ", "-")
+            if t.lower() not in (x.lower() for x in out):
+                out.append(t)
+    return out
+
+
+def _description(text: str, title: str, actions: list[str]) -> str:
+    from ..vault.markdown import plain_text, trim
+
+    body = plain_text(text).strip()
+    first = " ".join(body.replace("[ ]", "").replace("[x]", "").split())
+    head = title.rstrip("…")
+    if first.startswith(head):
+        first = first[len(head):].strip(" .。-:")
+    head = head.rstrip(".。!！?？")
+    sep = "。" if not head.isascii() else ". "
+    desc = f"{head}{sep}{first}" if first else head
+    if actions:
+        desc += f" ({len(actions)} action item{'s' if len(actions) != 1 else ''})"
+    return trim(desc, 240)
+
+
+def render_capture(*, title: str, description: str, kind: str, scope: str, tags: list[str], created: str,
+                   body: str, due: str | None = None, deadline: str | None = None,
+                   links: list[str] | None = None, actions: list[str] | None = None,
+                   sources: list[dict[str, object]] | None = None) -> str:
+    """The Markdown text of a capture note: full frontmatter, the text as given, then what was found."""
+    fields: dict[str, object] = {
+        "title": title, "description": description, "kind": kind, "scope": scope, "tags": tags,
+        "created": created, "updated": created,
+    }
+    if due:
+        fields["due"] = due
+    if deadline:
+        fields["deadline"] = deadline
+    if kind == CAPTURE:
+        fields["status"] = "inbox"
+    fields["access_count"] = 0
+    fields["useful_count"] = 0
+    lines = [f"# {title}", ""]
+    lines.append(body.strip())
+    lines.append("")
+    if actions:
+        lines += ["## Action items", ""]
+        lines += [f"- [ ] {a}" for a in actions]
+        lines.append("")
+    for src in sources or []:
+        lines += [f"## Source: {src['url']}", ""]
+        if src.get("ok"):
+            if src.get("title"):
+                lines += [f"**{src['title']}**", ""]
+            lines += [str(src.get("text", "")).strip(), ""]
+        else:
+            lines += [f"Fetching this URL failed ({src.get('error')}); the link is kept above, the page text is not.", ""]
+    if links:
+        lines += ["## Related", ""] + [f"- [[{target}]]" for target in links] + [""]
+    return set_fields("\n".join(lines), fields)
+
+
+def write_capture(vault: Path, text: str, title: str | None = None, kind: str | None = None,
+                  tags: list[str] | None = None, links: list[str] | None = None, scope: str | None = None,
+                  *, fetch_urls: bool = True, link_daily: bool = True, today: _dt.date | None = None,
+                  folder: str | None = None) -> str:
+    """Write a capture note into ``inbox/`` and return its vault-relative path. See :func:`braindump`."""
+    return braindump(vault, text, title=title, kind=kind, tags=tags, links=links, scope=scope,
+                     fetch_urls=fetch_urls, link_daily=link_daily, today=today, folder=folder).path
+
+
+def braindump(vault: Path, text: str, title: str | None = None, kind: str | None = None,
+              tags: list[str] | None = None, links: list[str] | None = None, scope: str | None = None,
+              *, fetch_urls: bool = True, link_daily: bool = True, today: _dt.date | None = None,
+              folder: str | None = None) -> CaptureResult:
+    """Capture ``text``: classify, extract, structure dates, write atomically, link from the daily note.
+
+    Raises CaptureError for empty or oversized text and bad fields; nothing is written then.
+    """
+    vault = Path(vault)
+    if not isinstance(text, str) or not text.strip():
+        raise CaptureError("nothing to capture: the text is empty")
+    size = len(text.encode("utf-8"))
+    if size > MAX_CAPTURE_BYTES:
+        raise CaptureError(f"capture too large ({size:,} bytes > {MAX_CAPTURE_BYTES:,}); save big material as an attachment")
+    if "\x00" in text:
+        raise CaptureError("capture text contains NUL bytes; binary content is not a note")
+    kind = (kind or CAPTURE).strip().lower()
+    if kind not in KINDS or kind == TEMPLATE:
+        raise CaptureError(f"unknown kind {kind!r}: use one of {', '.join(k for k in KINDS if k != TEMPLATE)}")
+    if scope is not None and scope.strip().lower() not in SCOPES:
+        raise CaptureError(f"unknown scope {scope!r}: use personal, work or project")
+    if title is not None and not title.strip():
+        title = None
+    for target in links or []:
+        if not isinstance(target, str) or not target.strip() or "]]" in target or "\n" in target:
+            raise CaptureError(f"bad link target {target!r}")
+    if not vault.is_dir():
+        raise CaptureError(f"vault not found: {vault}")
+
+    today = today or _dt.date.today()
+    text = text.replace("\r\n", "\n")
+    found = cls.classify(text, known_tags(vault))
+    chosen_scope = scope.strip().lower() if scope else found.scope
+    reasons = list(found.reasons) if not scope else [f"scope given: {chosen_scope}"]
+    title = (title or cls.make_title(text)).strip().replace("\n", " ")
+    tag_list = _clean_tags((tags or []) + found.themes)
+    warnings: list[str] = []
+
+    sources: list[dict[str, object]] = []
+    for url in cls.find_urls(text)[:3]:
+        if not fetch_urls:
+            sources.append({"url": url, "ok": False, "error": "fetching disabled"})
+            continue
+        from .fetch import fetch
+
+        got = fetch(url)
+        sources.append({"url": url, "ok": got.ok, "title": got.title, "text": got.text, "error": got.error})
+        if not got.ok:
+            warnings.append(f"could not fetch {url}: {got.error}; the URL is kept in the note")
+
+    deadline_date = find_deadline(text, today)
+    due = deadline = None
+    if deadline_date is not None:
+        if kind == TRACKER:
+            deadline = deadline_date.isoformat()
+        else:
+            due = deadline_date.isoformat()
+            if not found.actions:
+                reasons.append("deadline found without an explicit action item")
+    description = _description(text, title, found.actions)
+    folder = FOLDERS.get(kind, "inbox") if folder is None else folder
+    note_text = render_capture(title=title, description=description, kind=kind, scope=chosen_scope, tags=tag_list,
+                               created=today.isoformat(), body=text, due=due, deadline=deadline, links=links,
+                               actions=[a for a in found.actions if f"- [ ] {a}" not in text], sources=sources)
+    try:
+        for _attempt in range(5):
+            rel = unique_note_path(vault, folder, title, today)
+            try:
+                create_note(vault, rel, note_text)
+                break
+            except NoteExists:
+                continue  # taken between choosing the name and creating it
+        else:
+            raise CaptureError("could not find a free file name for the capture")
+    except OutsideVault as exc:
+        raise CaptureError(str(exc)) from None
+
+    daily = None
+    if link_daily and kind != "daily":
+        try:
+            daily = link_from_daily(vault, rel, title, today)
+        except (OSError, NoteExists) as exc:
+            warnings.append(f"capture saved, but the daily note was not updated: {exc}")
+    return CaptureResult(path=rel, title=title, scope=chosen_scope, kind=kind, tags=tag_list, actions=found.actions,
+                         due=due, deadline=deadline, daily=daily,
+                         urls=[{k: v for k, v in s.items() if k != "text"} for s in sources],
+                         warnings=warnings, reasons=reasons)
+
+
+def result_json(result: CaptureResult) -> str:
+    return json.dumps(result.as_dict(), ensure_ascii=False)

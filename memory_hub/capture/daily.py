@@ -1,0 +1,94 @@
+"""Linking a capture from the day's daily note, without rewriting a person's text.
+
+The daily note ``daily/YYYY-MM-DD.md`` is created from ``templates/daily.md`` when missing. A link is
+only ever *inserted*: as a new line at the end of the "Captured today" / 「今日のキャプチャ」 section
+when there is one (an empty ``- `` placeholder line is filled rather than left dangling), else
+appended at the end of the note. Nothing else in the note changes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from pathlib import Path
+
+from ..vault.walk import safe_path
+from ..vault.writer import NoteExists, create_note, replace_note
+
+_SECTION = re.compile(r"^#{2,3}\s*(captured today|captures|today's captures|今日のキャプチャ|キャプチャ)\s*$", re.I | re.M)
+
+_FALLBACK_TEMPLATE = """---
+title: "{{date}}"
+description: "Daily note for {{date}}."
+kind: daily
+tags: [daily]
+created: "{{date}}"
+updated: "{{date}}"
+---
+# {{date}}
+
+## Captured today
+
+"""
+
+
+def daily_path(day: _dt.date) -> str:
+    return f"daily/{day.isoformat()}.md"
+
+
+def _from_template(vault: Path, day: _dt.date) -> str:
+    template = vault / "templates" / "daily.md"
+    text = template.read_text(encoding="utf-8") if template.is_file() else _FALLBACK_TEMPLATE
+    text = text.replace("{{date}}", day.isoformat()).replace("{{title}}", day.isoformat())
+    # The template declares itself a template; the note made from it is a daily note.
+    return re.sub(r"^kind:\s*template\b[^\n]*", "kind: daily", text, count=1, flags=re.M)
+
+
+def insert_link(text: str, line: str) -> str:
+    """``text`` with ``line`` added under the captures section (or at the end); nothing else changes."""
+    if line in text:
+        return text
+    m = _SECTION.search(text)
+    if m is None:
+        sep = "" if text.endswith("\n") else "\n"
+        return f"{text}{sep}\n{line}\n" if text.strip() else f"{line}\n"
+    start = m.end() + 1
+    nxt = re.search(r"^#{1,6}\s", text[start:], re.M)
+    end = start + nxt.start() if nxt else len(text)
+    section = text[start:end]
+    placeholder = re.search(r"^[-*][ \t]*$", section, re.M)
+    if placeholder:
+        return text[: start + placeholder.start()] + line + text[start + placeholder.end():]
+    body = section.rstrip("\n")
+    if body.strip():
+        new_section = body + "\n" + line + (section[len(body):] or "\n")
+    else:
+        new_section = "\n" + line + ("\n\n" if nxt else "\n")
+    return text[:start] + new_section + text[end:]
+
+
+def link_from_daily(vault: Path, capture_rel: str, summary: str, day: _dt.date | None = None) -> str:
+    """Add ``- [[capture]]: summary`` to the day's daily note (creating it); returns its path."""
+    day = day or _dt.date.today()
+    rel = daily_path(day)
+    stem = capture_rel.rsplit("/", 1)[-1].removesuffix(".md")
+    line = f"- [[{stem}]]" + (f": {summary}" if summary else "")
+    full = safe_path(vault, rel)
+    for _attempt in range(3):
+        if not full.exists():
+            try:
+                create_note(vault, rel, insert_link(_from_template(vault, day), line))
+                return rel
+            except NoteExists:
+                continue  # someone created it a moment ago: fall through and append
+        before = full.stat().st_mtime_ns
+        text = full.read_text(encoding="utf-8")
+        new = insert_link(text, line)
+        if new == text:
+            return rel
+        try:
+            replace_note(vault, rel, new, expected_mtime_ns=before)
+            return rel
+        except NoteExists:
+            continue  # changed while we read it: read again
+    raise NoteExists(f"{rel} kept changing; capture link not added")
