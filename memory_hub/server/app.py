@@ -1,0 +1,147 @@
+"""The MCP surface: six tools with typed parameters, descriptions written for a model, annotations.
+
+The logic lives in ``tools.py``; this module only declares what a client sees. Every tool runs in
+a worker thread (fastmcp's default for sync functions), so a slow search never blocks the event
+loop, and every failure reaches the client as a one-line ``ToolError``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from . import tools
+from .state import ServerState
+
+log = logging.getLogger("memory_hub.server")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memory-hub")
+    except PackageNotFoundError:
+        return "0"
+
+INSTRUCTIONS = """\
+Memory Hub is the user's long-term memory: a vault of Markdown notes (decisions, runbooks,
+learnings, trackers), in English and Japanese. Before answering from general knowledge about the
+user's projects, conventions, past incidents or decisions, call `search` (or `recall` for a compact
+list). Open a note with `read_note` only when its description is not enough. Use `related` to
+follow links. When you learn something worth keeping (a decision, a fix, a gotcha), call `capture`.
+"""
+
+READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+
+Kind = Literal["knowledge", "capture", "decision", "runbook", "tracker", "daily", "template"]
+
+
+def _guarded(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn unexpected exceptions into one-line tool errors (the traceback goes to the log)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ToolError:
+            raise
+        except Exception as exc:
+            log.exception("tool %s failed", func.__name__)
+            raise ToolError(f"internal error in {func.__name__}: {type(exc).__name__}: {exc}") from None
+
+    return wrapper
+
+
+def build_server(state: ServerState) -> FastMCP:
+    """A FastMCP server whose tools answer from ``state``."""
+    mcp = FastMCP("memory-hub", instructions=INSTRUCTIONS, version=_version(),
+                  mask_error_details=False, strict_input_validation=True)
+
+    @mcp.tool(annotations=READ_ONLY, title="Search memory")
+    @_guarded
+    def search(
+        query: Annotated[str, Field(description="Words, a phrase or an identifier (English or Japanese). "
+                                                "Example: 'postgres failover runbook' or '認証 パスキー'.")],
+        k: Annotated[int, Field(ge=1, le=tools.MAX_K, description="How many notes to return.")] = 10,
+        mode: Annotated[str | None, Field(description="Ranking mode; leave empty for the best available "
+                                                      "(hybrid once models are loaded). 'lexical' skips vectors.")] = None,
+        kinds: Annotated[list[Kind] | None, Field(description="Only these note kinds.")] = None,
+        tags: Annotated[list[str] | None, Field(description="Only notes carrying all of these tags.")] = None,
+        path_prefix: Annotated[str | None, Field(description="Only notes under this folder, e.g. 'decisions/'.")] = None,
+        since: Annotated[str | None, Field(description="Only notes updated on or after this ISO date (YYYY-MM-DD).")] = None,
+    ) -> dict[str, Any]:
+        """Search the user's memory vault and return the best-matching notes, best first.
+
+        Each result has path, title, description, date, kind, score and a short snippet. Read the
+        descriptions first; call read_note(path) only for notes you actually need."""
+        return tools.search(state, query, k, mode, kinds, tags, path_prefix, since)
+
+    @mcp.tool(annotations=READ_ONLY, title="Recall relevant notes")
+    @_guarded
+    def recall(
+        prompt: Annotated[str, Field(description="The user's request or the task at hand, verbatim.")],
+        budget_tokens: Annotated[int, Field(ge=50, le=tools.MAX_RECALL_TOKENS,
+                                            description="Upper bound on the size of the block.")] = 600,
+    ) -> dict[str, Any]:
+        """A compact table of contents of the notes relevant to a prompt: a <vault-memory> block with
+        one line per note, 'rank|title|path|description', never note bodies. Use it at the start of
+        a task; open promising notes with read_note."""
+        return tools.recall(state, prompt, budget_tokens)
+
+    @mcp.tool(annotations=READ_ONLY, title="Read a note")
+    @_guarded
+    def read_note(
+        path: Annotated[str, Field(description="Vault-relative path from search/recall, e.g. 'runbooks/deploy.md' "
+                                               "(a note name also works).")],
+        from_line: Annotated[int, Field(ge=1, description="First line to return (1-based).")] = 1,
+        max_lines: Annotated[int, Field(ge=1, le=tools.MAX_READ_LINES,
+                                        description="How many lines to return at most.")] = tools.DEFAULT_READ_LINES,
+    ) -> dict[str, Any]:
+        """Read a note's Markdown (frontmatter included), optionally a range of lines. Long notes
+        say how to fetch the rest. Reading counts as a use of the note."""
+        return tools.read_note(state, path, from_line, max_lines)
+
+    @mcp.tool(annotations=READ_ONLY, title="Linked notes")
+    @_guarded
+    def related(
+        path: Annotated[str, Field(description="Vault-relative path of the starting note.")],
+        hops: Annotated[int, Field(ge=1, le=2, description="1: direct links and backlinks; 2: also their links.")] = 1,
+    ) -> dict[str, Any]:
+        """Notes linked to or from a note within 1–2 hops, with direction ('out', 'in', 'both', or a
+        two-step path such as 'out>in') and distance. Use it to find context around a note."""
+        return tools.related(state, path, hops)
+
+    @mcp.tool(
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False,
+                                    openWorldHint=False),
+        title="Capture a memory",
+    )
+    @_guarded
+    def capture(
+        text: Annotated[str, Field(description="What to remember, in Markdown: the decision, fact, fix or "
+                                               "lesson, with the why. Short and self-contained.")],
+        title: Annotated[str | None, Field(description="A short title; derived from the text when empty.")] = None,
+        kind: Annotated[Kind | None, Field(description="Note kind; 'capture' when empty.")] = None,
+        tags: Annotated[list[str] | None, Field(description="Topic tags without '#'.")] = None,
+        links: Annotated[list[str] | None, Field(description="Names of existing notes to link with [[wikilinks]].")] = None,
+    ) -> dict[str, Any]:
+        """Save a new note into the vault's capture folder and index it at once. Never overwrites
+        an existing note; returns the new note's path."""
+        return tools.capture(state, text, title, kind, tags, links)
+
+    @mcp.tool(annotations=READ_ONLY, title="Memory status")
+    @_guarded
+    def status() -> dict[str, Any]:
+        """Index health: note and chunk counts, last sync, pending (not yet indexed) changes,
+        embedding coverage and model, watcher state. Check it when results look stale."""
+        return tools.status(state)
+
+    return mcp

@@ -1,0 +1,362 @@
+"""What each MCP tool does, as plain functions over a ``ServerState``.
+
+Kept apart from the MCP wiring (``app.py``) so the logic reads on its own. Every function returns
+plain JSON-able data or raises ``ToolError`` with a message a model can act on; any other exception
+is a bug and is reported as one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import json
+import logging
+import math
+from typing import Any
+
+from fastmcp.exceptions import ToolError
+
+from ..index import graph
+from ..index.lexical import Filters
+from ..index.sync import sync
+from ..vault.notes import KINDS
+from ..vault.walk import OutsideVault, UnreadableNote, decode_note, read_note_bytes, safe_path
+from .state import ServerState
+
+log = logging.getLogger("memory_hub.server")
+
+MAX_K = 50
+MAX_CAPTURE_CHARS = 20_000
+MAX_TITLE_CHARS = 200
+MAX_READ_LINES = 2_000
+DEFAULT_READ_LINES = 400
+MAX_RECALL_TOKENS = 4_000
+
+
+def _optional(module: str) -> Any | None:
+    """A later stage's module, or None while it does not exist yet."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        return None
+
+
+def _freshness(state: ServerState) -> dict[str, Any]:
+    """Cheap staleness signal for every answer: what the watcher has seen but not indexed yet."""
+    watcher = state.watcher
+    pending = watcher.pending if watcher is not None else None
+    out: dict[str, Any] = {"models_ready": state.models_ready.is_set()}
+    if pending is None:
+        out["watcher"] = "off"
+        out["stale"] = "unknown: no watcher is running; call status() or run `memory-hub sync`"
+    else:
+        out["pending_changes"] = pending
+        if pending:
+            out["stale"] = f"{pending} changed file(s) are being re-indexed; results may be a second old"
+    return out
+
+
+def _check_date(value: str | None, name: str) -> str | None:
+    if value is None or value == "":
+        return None
+    try:
+        _dt.date.fromisoformat(value[:10])
+    except ValueError:
+        raise ToolError(f"{name} must be an ISO date such as 2026-05-01, not {value!r}") from None
+    return value[:10]
+
+
+def _check_kinds(kinds: list[str] | None) -> list[str] | None:
+    if not kinds:
+        return None
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        raise ToolError(f"unknown kind(s) {bad}; choose from {', '.join(KINDS)}")
+    return kinds
+
+
+def _filters(kinds: list[str] | None, tags: list[str] | None, path_prefix: str | None,
+             since: str | None) -> Filters:
+    prefix = None
+    if path_prefix:
+        if path_prefix.startswith("/") or ".." in path_prefix.split("/"):
+            raise ToolError(f"path_prefix must be a folder inside the vault, such as 'decisions/', not {path_prefix!r}")
+        prefix = path_prefix
+    return Filters(kinds=_check_kinds(kinds), tags=[t.lstrip("#") for t in tags] if tags else None,
+                   path_prefix=prefix, since=_check_date(since, "since"))
+
+
+def _run_search(state: ServerState, query: str, k: int, filters: Filters | None, mode: str | None) -> Any:
+    from ..retrieval.search import QueryError
+
+    if not isinstance(query, str) or not query.strip():
+        raise ToolError("query is empty: pass a few words or an identifier to search for")
+    if not 1 <= k <= MAX_K:
+        raise ToolError(f"k must be between 1 and {MAX_K}, not {k}")
+    try:
+        return state.search(query, k=k, filters=filters, mode=mode or None)
+    except QueryError as exc:
+        raise ToolError(str(exc)) from None
+
+
+# -- tools ----------------------------------------------------------------------------------------
+
+def search(state: ServerState, query: str, k: int = 10, mode: str | None = None,
+           kinds: list[str] | None = None, tags: list[str] | None = None,
+           path_prefix: str | None = None, since: str | None = None) -> dict[str, Any]:
+    result = _run_search(state, query, k, _filters(kinds, tags, path_prefix, since), mode)
+    hits = []
+    for rank, h in enumerate(result.hits, start=1):
+        hits.append({
+            "rank": rank, "path": h.path, "title": h.title, "description": h.description,
+            "date": h.date, "kind": h.kind, "score": h.score, "snippet": h.snippet,
+            "tags": list(h.tags), **({"exact": True} if h.exact else {}),
+        })
+    out: dict[str, Any] = {"query": result.query, "results": hits, "index": _freshness(state)}
+    used = getattr(result, "mode", None)
+    if used:
+        out["mode"] = used
+    if result.warnings:
+        out["warnings"] = list(result.warnings)
+    if not hits:
+        out["hint"] = "no notes matched; try other words, fewer filters, or the other language (日本語/English)"
+    return out
+
+
+def _estimate_tokens(text: str) -> int:
+    """A cheap upper-ish bound on tokens: ~4 chars per token for ASCII, ~1 per CJK character."""
+    ascii_chars = sum(1 for c in text if ord(c) < 128)
+    return math.ceil(ascii_chars / 4) + (len(text) - ascii_chars)
+
+
+def _clean(text: str) -> str:
+    return " ".join(str(text or "").replace("|", "/").split())
+
+
+def recall(state: ServerState, prompt: str, budget_tokens: int = 600) -> dict[str, Any]:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ToolError("prompt is empty: pass the user's request or the task you are about to do")
+    if not 50 <= budget_tokens <= MAX_RECALL_TOKENS:
+        raise ToolError(f"budget_tokens must be between 50 and {MAX_RECALL_TOKENS}, not {budget_tokens}")
+    module = _optional("memory_hub.retrieval.recall")
+    if module is not None and hasattr(module, "recall_for_server"):
+        return module.recall_for_server(state, prompt, budget_tokens)
+    result = _run_search(state, prompt[:2000], 10, None, None)
+    lines = []
+    used = _estimate_tokens("<vault-memory>\n</vault-memory>")
+    for rank, h in enumerate(result.hits, start=1):
+        line = f"{rank}|{_clean(h.title)}|{h.path}|{_clean(h.description)[:200]}"
+        cost = _estimate_tokens(line) + 1
+        if used + cost > budget_tokens:
+            break
+        lines.append(line)
+        used += cost
+    block = "<vault-memory>\n" + "".join(line + "\n" for line in lines) + "</vault-memory>"
+    return {"block": block, "notes": len(lines), "tokens": used, "index": _freshness(state)}
+
+
+def _resolve_note(state: ServerState, path: str) -> str:
+    """A vault-relative note path from a path or a note name, refusing anything outside the vault."""
+    if not isinstance(path, str) or not path.strip():
+        raise ToolError("path is empty: pass a vault-relative path such as 'decisions/use-sqlite.md'")
+    path = path.strip().replace("\\", "/")
+    try:
+        safe_path(state.vault, path)
+    except OutsideVault as exc:
+        raise ToolError(f"refused: {exc}") from None
+    conn = state.store.conn
+    if conn.execute("SELECT 1 FROM notes WHERE path = ?", (path,)).fetchone():
+        return path
+    resolved = graph.build_resolver(conn).resolve(path.removesuffix(".md"))
+    if resolved:
+        return resolved
+    raise ToolError(f"no note at {path!r}; use a path returned by search() (vault-relative, with .md)")
+
+
+def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int = DEFAULT_READ_LINES
+              ) -> dict[str, Any]:
+    if from_line < 1:
+        raise ToolError(f"from_line starts at 1, not {from_line}")
+    if not 1 <= max_lines <= MAX_READ_LINES:
+        raise ToolError(f"max_lines must be between 1 and {MAX_READ_LINES}, not {max_lines}")
+    rel = _resolve_note(state, path)
+    if not rel.lower().endswith(".md"):
+        raise ToolError(f"{rel} is an attachment, not a Markdown note")
+    try:
+        text = decode_note(read_note_bytes(state.vault, rel))
+    except FileNotFoundError:
+        raise ToolError(f"{rel} was deleted; the index will drop it within a second") from None
+    except (UnreadableNote, OutsideVault) as exc:
+        raise ToolError(f"cannot read {rel}: {exc}") from None
+    lines = text.splitlines()
+    chunk = lines[from_line - 1 : from_line - 1 + max_lines]
+    to_line = from_line - 1 + len(chunk)
+    row = state.store.note_row(rel)
+    out: dict[str, Any] = {
+        "path": rel, "title": row["title"] if row else rel, "from_line": from_line, "to_line": to_line,
+        "total_lines": len(lines), "text": "\n".join(chunk),
+    }
+    if to_line < len(lines):
+        out["more"] = f"{len(lines) - to_line} more line(s): call read_note again with from_line={to_line + 1}"
+    _record_access(state, rel)
+    return out
+
+
+def _record_access(state: ServerState, rel: str) -> None:
+    counters = _optional("memory_hub.vault.counters")
+    if counters is None or not hasattr(counters, "record_access"):
+        return
+    try:
+        counters.record_access(state.vault, rel)
+    except Exception as exc:  # noqa: BLE001 - counting an access must never fail a read
+        log.warning("could not record access to %s: %s", rel, exc)
+
+
+def related(state: ServerState, path: str, hops: int = 1) -> dict[str, Any]:
+    if hops not in (1, 2):
+        raise ToolError(f"hops must be 1 or 2, not {hops}")
+    rel = _resolve_note(state, path)
+    conn = state.store.conn
+    row = conn.execute("SELECT id, title FROM notes WHERE path = ?", (rel,)).fetchone()
+    near = graph.neighbours(conn, int(row["id"]), hops)
+    descriptions = {
+        r[0]: r[1] for r in conn.execute(
+            "SELECT path, description FROM notes WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps([n.note_id for n in near]),),
+        )
+    }
+    return {
+        "path": rel, "title": row["title"],
+        "backlinks": graph.backlink_counts(conn, [int(row["id"])]).get(int(row["id"]), 0),
+        "related": [
+            {"path": n.path, "title": n.title, "distance": n.hops, "direction": n.direction,
+             "description": descriptions.get(n.path, ""), **({"via": n.via} if n.via else {})}
+            for n in near
+        ],
+        "directions": "out: this note links to it; in: it links to this note; both; a>b: two hops",
+        "index": _freshness(state),
+    }
+
+
+def capture(state: ServerState, text: str, title: str | None = None, kind: str | None = None,
+            tags: list[str] | None = None, links: list[str] | None = None) -> dict[str, Any]:
+    if not isinstance(text, str) or not text.strip():
+        raise ToolError("text is empty: pass what should be remembered")
+    if len(text) > MAX_CAPTURE_CHARS:
+        raise ToolError(f"text is {len(text):,} characters; the limit is {MAX_CAPTURE_CHARS:,}. "
+                        "Capture the essence (a decision, a fact, a fix), not a transcript")
+    if title is not None and len(title) > MAX_TITLE_CHARS:
+        raise ToolError(f"title is {len(title)} characters; the limit is {MAX_TITLE_CHARS}")
+    if kind is not None and kind not in KINDS:
+        raise ToolError(f"unknown kind {kind!r}; choose from {', '.join(KINDS)}")
+    for value in (tags or []) + (links or []):
+        if not isinstance(value, str) or not value.strip() or "\n" in value or len(value) > 200:
+            raise ToolError(f"tags and links must be short single-line names, not {value!r}")
+    module = _optional("memory_hub.capture")
+    extra: dict[str, Any] = {}
+    also: list[str] = []
+    try:
+        if module is not None and hasattr(module, "braindump"):
+            # URLs are kept in the note but not fetched: a tool call must not reach the network.
+            result = module.braindump(state.vault, text, title=title, kind=kind, tags=tags, links=links,
+                                      fetch_urls=False)
+            written = result.path
+            also = [result.daily] if result.daily else []
+            extra = {k: v for k, v in (("scope", result.scope), ("tags", result.tags), ("due", result.due),
+                                       ("deadline", result.deadline), ("daily", result.daily),
+                                       ("warnings", result.warnings)) if v}
+        elif module is not None and hasattr(module, "write_capture"):
+            written = module.write_capture(state.vault, text, title=title, kind=kind, tags=tags, links=links)
+        else:
+            written = _fallback_capture(state, text, title, kind, tags, links)
+    except (OutsideVault, FileExistsError, ValueError) as exc:
+        raise ToolError(f"not captured: {exc}") from None
+    rel = _relative(state, written)
+    report = sync(state.vault, store=state.store, only=[rel, *[_relative(state, a) for a in also]], progress=False)
+    row = state.store.note_row(rel)
+    return {"path": rel, "title": row["title"] if row else title, "kind": row["kind"] if row else kind,
+            "indexed": row is not None, **extra, "index": report.summary()}
+
+
+def _relative(state: ServerState, written: Any) -> str:
+    from pathlib import Path
+
+    p = Path(written)
+    if p.is_absolute():
+        p = p.resolve().relative_to(state.vault)
+    return p.as_posix()
+
+
+def _fallback_capture(state: ServerState, text: str, title: str | None, kind: str | None,
+                      tags: list[str] | None, links: list[str] | None) -> str:
+    """Used only until ``memory_hub.capture.write_capture`` exists: a plain note in inbox/."""
+    from ..vault.frontmatter import set_fields
+    from ..vault.writer import NoteExists, create_note, unique_note_path
+
+    today = _dt.date.today()
+    title = (title or text.strip().splitlines()[0])[:80].strip("# ").strip() or "capture"
+    body = text.strip() + "\n"
+    if links:
+        body += "\n" + " ".join(f"[[{name}]]" for name in links) + "\n"
+    doc = set_fields(f"# {title}\n\n{body}", {
+        "title": title, "kind": kind or "capture", "tags": list(tags or []),
+        "created": today.isoformat(), "updated": today.isoformat(),
+    })
+    for _ in range(5):
+        rel = unique_note_path(state.vault, "inbox", title, today)
+        try:
+            create_note(state.vault, rel, doc)
+            return rel
+        except NoteExists:
+            continue
+    raise FileExistsError("could not find a free file name in inbox/")
+
+
+def status(state: ServerState) -> dict[str, Any]:
+    conn = state.store.conn
+    kinds = {r[0]: r[1] for r in conn.execute("SELECT kind, count(*) FROM notes GROUP BY kind")}
+    notes = sum(v for k, v in kinds.items() if k != "attachment")
+    last = state.store.get_meta("last_sync")
+    pending = state.pending_changes()
+    out: dict[str, Any] = {
+        "vault": str(state.vault),
+        "notes": notes,
+        "attachments": kinds.get("attachment", 0),
+        "kinds": {k: v for k, v in sorted(kinds.items()) if k != "attachment"},
+        "links": conn.execute("SELECT count(*) FROM links").fetchone()[0],
+        "last_sync": (_dt.datetime.fromtimestamp(float(last)).isoformat(timespec="seconds") if last else None),
+        "pending_changes": pending,
+        "fresh": pending == 0,
+        "problems": conn.execute("SELECT count(*) FROM problems").fetchone()[0],
+        "models_ready": state.models_ready.is_set(),
+        "uptime_seconds": round(state.uptime(), 1),
+    }
+    if state.models_error:
+        out["models_error"] = state.models_error
+    # Chunk and embedding figures come from the retrieval layer's searcher when it reports them.
+    info = getattr(state.searcher, "status", None)
+    if callable(info):
+        try:
+            out.update(info())
+        except Exception as exc:  # noqa: BLE001
+            out["vectors_error"] = str(exc)
+    else:
+        out.setdefault("chunks", _chunk_count(conn))
+        out.setdefault("model", None)
+        out.setdefault("embedding_coverage", None)
+    watcher = state.watcher
+    if watcher is not None:
+        out["watcher"] = {"alive": watcher.alive, "pending": watcher.pending, "syncs": watcher.syncs,
+                          **({"last_error": watcher.last_error} if watcher.last_error else {})}
+    else:
+        out["watcher"] = "off"
+    if pending:
+        out["stale"] = f"{pending} file(s) changed since the last sync; they will be indexed shortly"
+    return out
+
+
+def _chunk_count(conn: Any) -> int | None:
+    row = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'chunks'").fetchone()
+    return conn.execute("SELECT count(*) FROM chunks").fetchone()[0] if row else None
