@@ -1,0 +1,153 @@
+"""Split a note into passages the embedder can take whole: heading-aware, title in every chunk.
+
+A vector for a whole long note is a blur; a vector for a lone paragraph has lost what it is about.
+So a note is cut at its Markdown headings, small neighbouring sections are packed together, big
+ones are cut at paragraphs (then lines, then characters), and every chunk's text starts with the
+note's title and its heading trail. Every chunk fits the model's window (512 tokens for e5, counted
+by the embedder's own tokenizer, prefix included), so nothing is silently truncated.
+
+Spans are character offsets into ``Note.body``; they are part of a chunk's identity.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..vault.markdown import mask_code
+
+TokenCounter = Callable[[str], int]
+
+# Pack sections up to this many tokens: small enough to stay on one topic, big enough to carry
+# context. The hard limit is the embedder's window.
+TARGET_TOKENS = 320
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One passage of a note. ``text`` is what gets embedded (title and headings included)."""
+
+    ordinal: int
+    start: int
+    end: int
+    heading: str
+    text: str
+
+
+@dataclass
+class _Piece:
+    start: int
+    end: int
+    trail: tuple[str, ...]
+
+
+def _sections(body: str) -> list[_Piece]:
+    """Cut the body at headings that are not inside code: [(start, end, heading trail)]."""
+    masked = mask_code(body)
+    cuts: list[tuple[int, int, str]] = [(m.start(), len(m.group(1)), m.group(2).strip()) for m in _HEADING.finditer(masked)]
+    pieces: list[_Piece] = []
+    trail: list[tuple[int, str]] = []
+    prev = 0
+    for pos, level, title in cuts:
+        if pos > prev:
+            pieces.append(_Piece(prev, pos, tuple(t for _, t in trail)))
+        trail = [(lv, t) for lv, t in trail if lv < level] + [(level, title)]
+        prev = pos
+    if len(body) > prev:
+        pieces.append(_Piece(prev, len(body), tuple(t for _, t in trail)))
+    return [p for p in pieces if body[p.start:p.end].strip()]
+
+
+def _split_at(body: str, start: int, end: int, pattern: str) -> list[tuple[int, int]]:
+    """Spans of ``body[start:end]`` cut after each match of ``pattern`` (separators kept)."""
+    spans = []
+    pos = start
+    for m in re.finditer(pattern, body[start:end]):
+        cut = start + m.end()
+        if cut > pos:
+            spans.append((pos, cut))
+            pos = cut
+    if end > pos:
+        spans.append((pos, end))
+    return spans
+
+
+def _header(title: str, trail: tuple[str, ...]) -> str:
+    heads = [h for h in trail if h.strip().lower() != title.strip().lower()]
+    return title + ("\n" + " › ".join(heads) if heads else "")
+
+
+def chunk_note(title: str, body: str, count_tokens: TokenCounter, max_tokens: int = 512,
+               description: str = "", target_tokens: int = TARGET_TOKENS) -> list[Chunk]:
+    """The chunks of one note, in order. A note with no body still gets one chunk (title, description)."""
+    limit = max(32, max_tokens - 8)  # room for the model's prefix and special tokens
+    target = min(target_tokens, limit)
+    title = title.strip()
+    lead = description.strip()
+
+    def render(trail: tuple[str, ...], start: int, end: int, first: bool) -> str:
+        content = body[start:end].strip()
+        head = _header(title, trail)
+        parts = [head]
+        if first and lead:
+            parts.append(lead)
+        if content:
+            parts.append(content)
+        return "\n\n".join(parts)
+
+    def fits(text: str, budget: int) -> bool:
+        return count_tokens(text) <= budget
+
+    # 1. Sections, each cut down until its rendered text fits the hard limit.
+    units: list[_Piece] = []
+    for sec in _sections(body):
+        stack = [(sec.start, sec.end)]
+        levels = [r"\n[ \t]*\n", r"\n", r"(?<=[.!?。！？])\s*", r"\s+"]
+        queue: list[tuple[int, int, int]] = [(s, e, 0) for s, e in stack]
+        while queue:
+            s, e, lvl = queue.pop(0)
+            if fits(render(sec.trail, s, e, not units), limit) or e - s <= 1:
+                units.append(_Piece(s, e, sec.trail))
+                continue
+            parts = _split_at(body, s, e, levels[lvl]) if lvl < len(levels) else []
+            if len(parts) <= 1:
+                if lvl + 1 < len(levels):
+                    queue.insert(0, (s, e, lvl + 1))
+                    continue
+                mid = (s + e) // 2  # no separator left at all: halve by characters
+                parts = [(s, mid), (mid, e)]
+            # group consecutive parts greedily under the limit, recurse on any that alone overflow
+            grouped: list[tuple[int, int, int]] = []
+            gs, ge = parts[0]
+            for ps, pe in parts[1:]:
+                if fits(render(sec.trail, gs, pe, not units and not grouped), limit):
+                    ge = pe
+                else:
+                    grouped.append((gs, ge, lvl + 1))
+                    gs, ge = ps, pe
+            grouped.append((gs, ge, lvl + 1))
+            queue[0:0] = grouped
+    # A unit that is only a heading line says nothing its successor's header does not already say.
+    units = [u for i, u in enumerate(units)
+             if not (i + 1 < len(units) and units[i + 1].trail == u.trail
+                     and not _HEADING.sub("", body[u.start:u.end]).strip())]
+    if not units:
+        return [Chunk(0, 0, len(body), "", render((), 0, 0, True))]
+
+    # 2. Pack neighbouring small units up to the target (same top-level section keeps headings honest).
+    chunks: list[Chunk] = []
+    cur = units[0]
+    for unit in units[1:]:
+        same = unit.trail[:1] == cur.trail[:1]
+        trail = cur.trail if unit.trail == cur.trail else cur.trail[:1]
+        if same and fits(render(trail, cur.start, unit.end, not chunks), target):
+            cur = _Piece(cur.start, unit.end, trail)
+        else:
+            chunks.append(Chunk(len(chunks), cur.start, cur.end, " › ".join(cur.trail),
+                                render(cur.trail, cur.start, cur.end, not chunks)))
+            cur = unit
+    chunks.append(Chunk(len(chunks), cur.start, cur.end, " › ".join(cur.trail),
+                        render(cur.trail, cur.start, cur.end, not chunks)))
+    return chunks

@@ -1,0 +1,490 @@
+"""The semantic index: chunk vectors in LanceDB under ``<vault>/.memory_hub/lancedb/``.
+
+One table per embedder identity (``chunks_<hash of identity key>``) and every row records that key,
+so vectors from two embedders are never mixed: switching embedder means re-embedding into a new
+table (the old ones are dropped by the next sync). A chunk's id derives from its path, span,
+content hash and the embedder key, so a sync re-embeds only chunks that changed, reuses the rest,
+and sweeps the chunks of deleted notes.
+
+Embedding is the slow step (seconds per hundred chunks), so a sync works in groups of notes: each
+group is embedded in length-sorted batches and committed whole. Ctrl-C keeps every committed group;
+the next sync carries on. Freshness is checked against the SQLite index (``notes.hash``), which
+``index.sync`` keeps equal to the files.
+
+Search loads the vectors into one numpy matrix (≈1.5 KB a chunk) and ranks by dot product: exact,
+and a few milliseconds for tens of thousands of chunks. The matrix is reloaded when a sync bumps
+the version recorded in the SQLite meta table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import index_dir
+from ..progress import Progress
+from .chunks import Chunk, chunk_note
+from .embed import Embedder
+from .lexical import Filters
+from .store import Store
+
+TABLE_PREFIX = "chunks_"
+GROUP_CHUNKS = 128  # chunks per committed group: what Ctrl-C can lose at most
+BATCH = 16  # chunks per embedder call (length-sorted), also the progress step
+_META_VERSION = "vectors_version"
+
+
+def lancedb_dir(vault: Path) -> Path:
+    return index_dir(vault) / "lancedb"
+
+
+def table_name(embedder_key: str) -> str:
+    """Table for one embedder identity; the key itself is stored in every row."""
+    return TABLE_PREFIX + hashlib.sha1(embedder_key.encode()).hexdigest()[:12]
+
+
+def chunk_id(path: str, chunk: Chunk, embedder_key: str) -> str:
+    """Stable id: same path, span, text and embedder → same id → no re-embedding."""
+    text_hash = hashlib.sha1(chunk.text.encode("utf-8")).hexdigest()
+    raw = f"{path}\0{chunk.start}\0{chunk.end}\0{text_hash}\0{embedder_key}"
+    return hashlib.sha1(raw.encode("utf-8")).hexdigest()[:24]
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+class VectorSyncError(RuntimeError):
+    """Something was due and nothing could be embedded: the index would silently go stale."""
+
+
+@dataclass
+class VectorReport:
+    """What a vector sync did."""
+
+    embedder: str
+    notes_due: int = 0
+    notes_embedded: int = 0
+    notes_deleted: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.chunks_embedded / self.embed_seconds if self.embed_seconds > 0 else 0.0
+
+    @property
+    def stalled(self) -> bool:
+        """Notes were due and not one got its vectors."""
+        return self.notes_due > 0 and self.notes_embedded == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "embedder": self.embedder, "notes_due": self.notes_due, "notes_embedded": self.notes_embedded,
+            "notes_deleted": self.notes_deleted, "chunks_embedded": self.chunks_embedded,
+            "chunks_reused": self.chunks_reused, "chunks_per_second": round(self.chunks_per_second, 1),
+            "failed": [{"path": p, "error": e} for p, e in self.failed], "seconds": round(self.seconds, 2),
+            "interrupted": self.interrupted,
+        }
+
+    def summary(self) -> str:
+        text = (f"vectors ({self.embedder}): {self.notes_embedded}/{self.notes_due} due notes embedded, "
+                f"{self.chunks_embedded} chunks embedded ({self.chunks_per_second:.1f}/s), "
+                f"{self.chunks_reused} reused, {self.notes_deleted} notes swept in {self.seconds:.1f}s")
+        if self.failed:
+            text += f", {len(self.failed)} failed"
+        if self.interrupted:
+            text += " (interrupted)"
+        return text
+
+
+@dataclass
+class Coverage:
+    """How many notes should have fresh vectors, and how many do."""
+
+    embedder: str
+    expected: int
+    fresh: int
+    stale: list[str]
+    missing: list[str]
+    orphaned: list[str]  # vectors for notes no longer in the index
+
+    @property
+    def ok(self) -> bool:
+        return self.fresh == self.expected and not self.orphaned
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"embedder": self.embedder, "expected": self.expected, "fresh": self.fresh, "ok": self.ok,
+                "stale": self.stale, "missing": self.missing, "orphaned": self.orphaned}
+
+    def summary(self) -> str:
+        text = f"vectors ({self.embedder}): {self.fresh}/{self.expected} notes fresh"
+        if self.stale:
+            text += f", {len(self.stale)} stale"
+        if self.missing:
+            text += f", {len(self.missing)} missing"
+        if self.orphaned:
+            text += f", {len(self.orphaned)} orphaned"
+        return text
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    path: str
+    start: int
+    end: int
+    heading: str
+    score: float
+
+
+class _Matrix:
+    """All vectors of one table in memory, for exact search."""
+
+    def __init__(self, paths: list[str], starts: np.ndarray, ends: np.ndarray, headings: list[str],
+                 vectors: np.ndarray, version: str) -> None:
+        self.paths = paths
+        self.starts = starts
+        self.ends = ends
+        self.headings = headings
+        self.vectors = vectors
+        self.version = version
+        self.path_array = np.asarray(paths, dtype=object)
+
+
+class VectorIndex:
+    """The chunk vectors of one vault for one embedder."""
+
+    def __init__(self, vault: Path, embedder: Embedder) -> None:
+        self.vault = Path(vault)
+        self.embedder = embedder
+        self.key = embedder.identity.key
+        self.dir = lancedb_dir(self.vault)
+        self.name = table_name(self.key)
+        self._db: Any = None
+        self._matrix: _Matrix | None = None
+        self._lock = threading.Lock()
+
+    # -- storage -----------------------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        if self._db is None:
+            import lancedb
+
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._db = lancedb.connect(str(self.dir))
+        return self._db
+
+    def _schema(self) -> Any:
+        import pyarrow as pa
+
+        return pa.schema([
+            pa.field("id", pa.string()), pa.field("path", pa.string()), pa.field("note_hash", pa.string()),
+            pa.field("ordinal", pa.int32()), pa.field("start", pa.int32()), pa.field("end", pa.int32()),
+            pa.field("heading", pa.string()), pa.field("text", pa.string()), pa.field("embedder", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), int(self.embedder.dim))),
+        ])
+
+    def _table_names(self) -> list[str]:
+        db = self._connect()
+        names = db.list_tables() if hasattr(db, "list_tables") else db.table_names()
+        names = getattr(names, "tables", names)
+        return [str(n) for n in names]
+
+    def _table(self, create: bool = False) -> Any:
+        db = self._connect()
+        if self.name in self._table_names():
+            return db.open_table(self.name)
+        if not create:
+            return None
+        return db.create_table(self.name, schema=self._schema())
+
+    def _read(self, table: Any, columns: list[str], where: str | None = None) -> Any:
+        query = table.search()
+        if where:
+            query = query.where(where)
+        return query.select(columns).limit(None).to_arrow()
+
+    @contextlib.contextmanager
+    def _write_lock(self) -> Iterator[None]:
+        """One vector writer per vault at a time (separate from the SQLite lock: embedding is slow)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / "write.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    # -- sync --------------------------------------------------------------------------------------
+
+    def _state(self, table: Any) -> dict[str, set[str]]:
+        """{path: {note hashes its rows were made from}}."""
+        if table is None:
+            return {}
+        data = self._read(table, ["path", "note_hash"])
+        state: dict[str, set[str]] = {}
+        for path, digest in zip(data.column("path").to_pylist(), data.column("note_hash").to_pylist(), strict=True):
+            state.setdefault(path, set()).add(digest)
+        return state
+
+    @staticmethod
+    def _expected(store: Store) -> dict[str, tuple[int, str]]:
+        """Notes that should have vectors: {path: (note id, hash)} — the lexically ranked notes."""
+        rows = store.conn.execute("SELECT id, path, hash FROM notes WHERE ranked = 1").fetchall()
+        return {r["path"]: (int(r["id"]), r["hash"]) for r in rows}
+
+    def coverage(self, store: Store) -> Coverage:
+        """Compare what the SQLite index says each note is with what has vectors."""
+        expected = self._expected(store)
+        state = self._state(self._table())
+        stale = sorted(p for p, (_, h) in expected.items() if p in state and state[p] != {h})
+        missing = sorted(p for p in expected if p not in state)
+        orphaned = sorted(p for p in state if p not in expected)
+        fresh = len(expected) - len(stale) - len(missing)
+        return Coverage(self.key, len(expected), fresh, stale, missing, orphaned)
+
+    def chunks_for(self, store: Store, note_id: int) -> list[Chunk]:
+        row = store.conn.execute(
+            "SELECT n.title, n.description, f.body FROM notes n JOIN fts_trigram f ON f.rowid = n.id WHERE n.id = ?",
+            (note_id,),
+        ).fetchone()
+        if row is None:
+            return []
+        return chunk_note(row["title"], row["body"] or "", self.embedder.count_tokens, self.embedder.max_tokens,
+                          description=row["description"] or "")
+
+    def sync(self, store: Store, progress: bool | None = None) -> VectorReport:
+        """Embed the notes whose vectors are missing or stale, sweep the rest. Ctrl-C keeps finished groups."""
+        started = time.monotonic()
+        report = VectorReport(self.key)
+        with self._write_lock():
+            try:
+                self._sync_locked(store, report, progress)
+            except KeyboardInterrupt:
+                report.interrupted = True
+            finally:
+                report.seconds = time.monotonic() - started
+                self._bump(store)
+        return report
+
+    def _sync_locked(self, store: Store, report: VectorReport, progress: bool | None) -> None:
+        db = self._connect()
+        for name in self._table_names():  # other embedders' vectors are never mixed in: drop them
+            if name.startswith(TABLE_PREFIX) and name != self.name:
+                db.drop_table(name)
+        table = self._table(create=True)
+        expected = self._expected(store)
+        state = self._state(table)
+        gone = [p for p in state if p not in expected]
+        if gone:
+            for i in range(0, len(gone), 200):
+                table.delete("path IN (" + ", ".join(_quote(p) for p in gone[i:i + 200]) + ")")
+            report.notes_deleted = len(gone)
+        due = sorted(p for p, (_, h) in expected.items() if state.get(p) != {h})
+        report.notes_due = len(due)
+        if not due:
+            return
+        # Chunk everything first (cheap), so the progress bar counts chunks and knows the total.
+        planned: list[tuple[str, str, list[Chunk]]] = []
+        for path in due:
+            note_id, digest = expected[path]
+            try:
+                planned.append((path, digest, self.chunks_for(store, note_id)))
+            except Exception as exc:  # a tokenizer failure on one note must not stop the rest
+                report.failed.append((path, f"chunking failed: {exc}"))
+        total = sum(len(c) for _, _, c in planned)
+        with Progress(total, "embedding", enabled=progress, min_total=64) as bar:
+            group: list[tuple[str, str, list[Chunk]]] = []
+            size = 0
+            for item in planned:
+                group.append(item)
+                size += len(item[2])
+                if size >= GROUP_CHUNKS:
+                    self._embed_group(table, group, report, bar)
+                    group, size = [], 0
+            if group:
+                self._embed_group(table, group, report, bar)
+
+    def _embed_group(self, table: Any, group: list[tuple[str, str, list[Chunk]]], report: VectorReport,
+                     bar: Progress) -> None:
+        import pyarrow as pa
+
+        paths = [p for p, _, _ in group]
+        where = "path IN (" + ", ".join(_quote(p) for p in paths) + ")"
+        old = self._read(table, ["id", "vector"], where)
+        reuse = dict(zip(old.column("id").to_pylist(), old.column("vector").to_numpy(zero_copy_only=False), strict=True)) \
+            if old.num_rows else {}
+        rows: list[dict[str, Any]] = []
+        todo: list[int] = []
+        for path, digest, chunks in group:
+            for c in chunks:
+                cid = chunk_id(path, c, self.key)
+                rows.append({"id": cid, "path": path, "note_hash": digest, "ordinal": c.ordinal, "start": c.start,
+                             "end": c.end, "heading": c.heading, "text": c.text, "embedder": self.key,
+                             "vector": reuse.get(cid)})
+                if cid not in reuse:
+                    todo.append(len(rows) - 1)
+                else:
+                    bar.advance()
+        todo.sort(key=lambda i: len(rows[i]["text"]))  # similar lengths together: little padding
+        t0 = time.perf_counter()
+        failed_paths: set[str] = set()
+        for s in range(0, len(todo), BATCH):
+            batch = todo[s:s + BATCH]
+            try:
+                vecs = self.embedder.embed_passages([rows[i]["text"] for i in batch])
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:
+                for i in batch:
+                    if rows[i]["path"] not in failed_paths:
+                        failed_paths.add(rows[i]["path"])
+                        report.failed.append((rows[i]["path"], f"embedding failed: {exc}"))
+                bar.advance(len(batch))
+                continue
+            for i, v in zip(batch, vecs, strict=True):
+                rows[i]["vector"] = np.asarray(v, dtype=np.float32)
+            bar.advance(len(batch))
+        report.embed_seconds += time.perf_counter() - t0
+        keep = [r for r in rows if r["path"] not in failed_paths and r["vector"] is not None]
+        done_paths = {p for p in paths if p not in failed_paths}
+        if not done_paths:
+            return
+        dim = int(self.embedder.dim)
+        flat = np.concatenate([np.asarray(r["vector"], dtype=np.float32).reshape(dim) for r in keep]) if keep \
+            else np.zeros(0, dtype=np.float32)
+        columns = {name: [r[name] for r in keep] for name in
+                   ("id", "path", "note_hash", "ordinal", "start", "end", "heading", "text", "embedder")}
+        columns["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float32()), dim)
+        data = pa.table(columns, schema=self._schema())
+        table.delete("path IN (" + ", ".join(_quote(p) for p in sorted(done_paths)) + ")")
+        if data.num_rows:
+            table.add(data)
+        report.notes_embedded += len(done_paths)
+        report.chunks_embedded += sum(1 for i in todo if rows[i]["path"] in done_paths)
+        report.chunks_reused += sum(1 for r in keep if r["id"] in reuse)
+
+    def _bump(self, store: Store) -> None:
+        with store.transaction() as conn:
+            store.set_meta(conn, f"{_META_VERSION}:{self.name}", f"{time.time():.6f}")
+
+    # -- search ------------------------------------------------------------------------------------
+
+    def _load(self, store: Store) -> _Matrix | None:
+        version = store.get_meta(f"{_META_VERSION}:{self.name}") or ""
+        with self._lock:
+            if self._matrix is not None and self._matrix.version == version:
+                return self._matrix
+            table = self._table()
+            if table is None:
+                self._matrix = None
+                return None
+            data = self._read(table, ["path", "start", "end", "heading", "vector", "embedder"])
+            if data.num_rows and set(data.column("embedder").unique().to_pylist()) != {self.key}:
+                raise RuntimeError(f"vector table {self.name} holds vectors of another embedder")
+            dim = int(self.embedder.dim)
+            vecs = data.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim) \
+                if data.num_rows else np.zeros((0, dim), dtype=np.float32)
+            self._matrix = _Matrix(
+                data.column("path").to_pylist(), data.column("start").to_numpy(), data.column("end").to_numpy(),
+                data.column("heading").to_pylist(), np.ascontiguousarray(vecs, dtype=np.float32), version,
+            )
+            return self._matrix
+
+    def size(self, store: Store) -> int:
+        m = self._load(store)
+        return 0 if m is None else len(m.paths)
+
+    def search_chunks(self, store: Store, query_vector: np.ndarray, limit: int = 100,
+                      paths: set[str] | None = None) -> list[ChunkHit]:
+        """The ``limit`` chunks closest to the query vector (cosine), optionally only within ``paths``."""
+        m = self._load(store)
+        if m is None or not len(m.paths):
+            return []
+        scores = m.vectors @ np.asarray(query_vector, dtype=np.float32).reshape(-1)
+        if paths is not None:
+            mask = np.fromiter((p in paths for p in m.paths), dtype=bool, count=len(m.paths))
+            scores = np.where(mask, scores, -np.inf)
+        n = min(limit, len(scores))
+        top = np.argpartition(-scores, n - 1)[:n]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [ChunkHit(m.paths[i], int(m.starts[i]), int(m.ends[i]), m.headings[i], float(scores[i]))
+                for i in top if np.isfinite(scores[i])]
+
+    def search_notes(self, store: Store, query: str | np.ndarray, filters: Filters | None = None,
+                     limit: int = 100) -> list[tuple[int, float, ChunkHit]]:
+        """Notes ranked by their best chunk: [(note id, score, best chunk)] best first.
+
+        A note's score is its best chunk's cosine plus a small share of its second best, so a note
+        that is on-topic in several places edges out one lucky paragraph.
+        """
+        qvec = self.embedder.embed_queries([query])[0] if isinstance(query, str) else query
+        allowed = _allowed_paths(store, filters) if filters is not None and filters != Filters() else None
+        chunks = self.search_chunks(store, qvec, limit * 4, set(allowed) if allowed is not None else None)
+        best: dict[str, list[ChunkHit]] = {}
+        for hit in chunks:
+            best.setdefault(hit.path, []).append(hit)
+        if allowed is None:
+            rows = store.conn.execute(
+                "SELECT id, path FROM notes WHERE ranked = 1 AND path IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(best)),),
+            )
+            ids = {r[1]: int(r[0]) for r in rows}
+        else:
+            ids = allowed
+        best = {p: h for p, h in best.items() if p in ids}
+        ranked = []
+        for path, hits in best.items():
+            score = hits[0].score + (0.1 * hits[1].score if len(hits) > 1 else 0.0)
+            ranked.append((ids[path], score, hits[0]))
+        ranked.sort(key=lambda t: (-t[1], t[0]))
+        return ranked[:limit]
+
+
+def _allowed_paths(store: Store, filters: Filters) -> dict[str, int]:
+    where, params = filters.sql("n")
+    rows = store.conn.execute(f"SELECT id, path FROM notes n WHERE n.ranked = 1 AND {where}", params)
+    return {r[1]: int(r[0]) for r in rows}
+
+
+def embedder_key_in_use(vault: Path) -> list[str]:
+    """Embedder keys found in the vault's vector tables (for status displays)."""
+    folder = lancedb_dir(vault)
+    if not folder.is_dir():
+        return []
+    import lancedb
+
+    db = lancedb.connect(str(folder))
+    names = db.list_tables() if hasattr(db, "list_tables") else db.table_names()
+    keys = []
+    for name in getattr(names, "tables", names):
+        table = db.open_table(str(name))
+        data = table.search().select(["embedder"]).limit(1).to_arrow()
+        keys.extend(data.column("embedder").to_pylist())
+    return keys
+
+
+def note_texts(store: Store, note_ids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+    """{note id: (title, description, body)} for rerankers and snippets."""
+    rows = store.conn.execute(
+        "SELECT n.id, n.title, n.description, coalesce(f.body, '') AS body FROM notes n "
+        "LEFT JOIN fts_trigram f ON f.rowid = n.id WHERE n.id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(note_ids)),),
+    ).fetchall()
+    return {int(r["id"]): (r["title"], r["description"], r["body"]) for r in rows}
