@@ -1,0 +1,105 @@
+"""``serve``, ``sync`` and ``install-git-hook``: how agents reach the vault, and how it stays indexed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from .. import config
+
+
+def _vault(args: argparse.Namespace):  # noqa: ANN202 - pathlib.Path
+    from ..cli import CliError
+
+    try:
+        return config.resolve_vault(args.vault)
+    except config.ConfigError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ..cli import CliError
+    from ..server.run import GuardError, serve
+
+    vault = _vault(args)
+    try:
+        serve(vault, args.transport, args.host, args.port, allowed_hosts=args.allow_host or [],
+              watch=not args.no_watch, rescan_every=args.rescan or None, warm=not args.no_warm,
+              log_level=args.log_level)
+    except GuardError as exc:
+        raise CliError(str(exc), code=2) from None
+    except OSError as exc:
+        if exc.errno == 98:  # EADDRINUSE
+            raise CliError(f"port {args.port} is already in use; pass --port or stop the other server") from None
+        raise
+    return 0
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    """The seeds' sync_vault: lexical, links and (through sync listeners) vectors, then exit."""
+    from ..cli import _print_json
+    from ..index.sync import SyncInterrupted, sync
+
+    vault = _vault(args)
+    _load_listeners()
+    try:
+        report = sync(vault, progress=False if args.json else None)
+    except SyncInterrupted as exc:
+        print(f"interrupted: {exc.report.summary()}; run `memory-hub sync` again to finish", file=sys.stderr)
+        return 130
+    if args.json:
+        _print_json(report.as_dict())
+    else:
+        print(f"synced {vault}: {report.summary()}")
+    return 0
+
+
+def _load_listeners() -> None:
+    """Import the stages that register ``sync.on_change`` listeners (vectors), when they exist."""
+    import importlib
+
+    for name in ("memory_hub.retrieval.searcher", "memory_hub.index.vectors"):
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+
+
+def cmd_install_git_hook(args: argparse.Namespace) -> int:
+    from ..cli import CliError, _print_json
+    from ..server.githook import install_post_commit_hook
+    from ..vault.git import GitError
+
+    vault = _vault(args)
+    try:
+        outcome, path = install_post_commit_hook(vault)
+    except GitError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        _print_json({"outcome": outcome, "hook": str(path)})
+    else:
+        print(f"{outcome}: {path} runs `memory-hub sync` after every commit")
+    return 0
+
+
+def register(add: Callable[..., argparse.ArgumentParser]) -> None:
+    p = add("serve", cmd_serve, "serve the vault to AI agents over MCP (stdio, SSE or streamable HTTP)")
+    p.add_argument("--transport", choices=("stdio", "sse", "http"), default="stdio",
+                   help="stdio (default; the client starts the server), sse, or http (streamable HTTP)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address for sse/http (default 127.0.0.1; anything else needs $MEMORY_HUB_TOKEN)")
+    p.add_argument("--port", type=int, default=8765, help="port for sse/http (default 8765)")
+    p.add_argument("--allow-host", action="append",
+                   help="extra Host header name clients may use, e.g. a LAN name (repeatable)")
+    p.add_argument("--no-watch", action="store_true", help="do not watch the vault for changes")
+    p.add_argument("--rescan", type=float, default=60.0, help="seconds between full rescans (0: never)")
+    p.add_argument("--no-warm", action="store_true", help="do not load models in the background at start")
+    p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+
+    add("sync", cmd_sync, "bring every index (lexical, links, vectors) up to date with the vault and exit")
+
+    add("install-git-hook", cmd_install_git_hook,
+        "run `memory-hub sync` in the background after every commit to the vault (idempotent)")
+

@@ -1,0 +1,118 @@
+"""Who may talk to the HTTP/SSE server: a Host/Origin check always, a bearer token when not on loopback.
+
+A server on 127.0.0.1 is reachable by any web page the user opens, through DNS rebinding (a hostile
+name that resolves to 127.0.0.1). Checking the ``Host`` header against the names we actually serve,
+and a browser's ``Origin`` against the same list, stops that. Binding to any other address exposes
+the vault to the network, so it also requires ``Authorization: Bearer <token>`` with the token from
+``$MEMORY_HUB_TOKEN``. A plain ASGI middleware, so streaming (SSE) responses pass through untouched.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import os
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+TOKEN_ENV = "MEMORY_HUB_TOKEN"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+Scope = dict[str, Any]
+ASGIApp = Callable[[Scope, Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]], Awaitable[None]]
+
+
+class GuardError(Exception):
+    """A server configuration that would be unsafe; the message says how to fix it."""
+
+
+def is_loopback(host: str) -> bool:
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_hosts_for(bind_host: str, extra: Iterable[str] = ()) -> list[str]:
+    """Host names a client may put in ``Host``: loopback names, the bound address, and ``extra``."""
+    hosts = list(LOOPBACK_NAMES)
+    if bind_host not in ("0.0.0.0", "::", ""):
+        hosts.append(bind_host)
+    hosts.extend(h for h in extra if h)
+    return list(dict.fromkeys(h.lower() for h in hosts))
+
+
+def require_token(bind_host: str, token: str | None) -> str | None:
+    """The token the server must check, or GuardError when a non-loopback bind has none."""
+    if token:
+        if len(token) < 16:
+            raise GuardError(f"${TOKEN_ENV} is too short; use at least 16 random characters "
+                             "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)")
+        return token
+    if not is_loopback(bind_host):
+        raise GuardError(
+            f"binding to {bind_host} exposes the vault beyond this machine; set ${TOKEN_ENV} to a secret "
+            "token (clients then send `Authorization: Bearer <token>`), or bind to 127.0.0.1"
+        )
+    return None
+
+
+def _host_name(value: str) -> str:
+    """``example.com:8765`` → ``example.com``; ``[::1]:8765`` → ``[::1]``."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[: value.find("]") + 1] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class Guard:
+    """ASGI middleware: rejects requests with a foreign Host/Origin, or without the bearer token."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str], token: str | None = None) -> None:
+        self.app = app
+        self.allowed = {h.lower() for h in allowed_hosts}
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Callable[..., Awaitable[Any]],
+                       send: Callable[..., Awaitable[Any]]) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host = _host_name(headers.get("host", ""))
+        if host not in self.allowed:
+            await _reject(send, 421, f"host {host or '(none)'!r} is not served here")
+            return
+        origin = headers.get("origin")
+        if origin and origin != "null":
+            origin_host = urlsplit(origin).hostname or ""
+            if ":" in origin_host:
+                origin_host = f"[{origin_host}]"
+            if origin_host.lower() not in self.allowed:
+                await _reject(send, 403, f"origin {origin!r} is not allowed")
+                return
+        if self.token is not None:
+            auth = headers.get("authorization", "")
+            scheme, _, given = auth.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+                await _reject(send, 401, "missing or wrong bearer token", {"www-authenticate": "Bearer"})
+                return
+        await self.app(scope, receive, send)
+
+
+async def _reject(send: Callable[..., Awaitable[Any]], status: int, message: str,
+                  extra: dict[str, str] | None = None) -> None:
+    body = json.dumps({"error": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def token_from_env() -> str | None:
+    return os.environ.get(TOKEN_ENV) or None

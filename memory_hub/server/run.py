@@ -1,0 +1,134 @@
+"""Start the server: open the vault, start the watcher and the warm-up, then serve one transport.
+
+Order matters for start-up time: nothing here loads a model or walks the vault before the
+transport is listening. The watcher's first full rescan and the model warm-up run in background
+threads, so a client gets its ``initialize`` answer within about a second.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from .guard import Guard, GuardError, allowed_hosts_for, is_loopback, require_token, token_from_env
+from .state import ServerState
+
+log = logging.getLogger("memory_hub.server")
+
+TRANSPORTS = ("stdio", "sse", "http")
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def endpoint_url(transport: str, host: str, port: int) -> str:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else (f"[{host}]" if ":" in host else host)
+    return f"http://{shown}:{port}/" + ("sse" if transport == "sse" else "mcp")
+
+
+def client_snippet(transport: str, url: str, token: bool) -> dict[str, Any]:
+    """The ``mcpServers`` entry a client needs for this running server."""
+    entry: dict[str, Any] = {"type": "sse" if transport == "sse" else "http", "url": url}
+    if token:
+        entry["headers"] = {"Authorization": "Bearer ${MEMORY_HUB_TOKEN}"}
+    return {"mcpServers": {"memory-hub": entry}}
+
+
+def _configure_logging(level: str) -> None:
+    """Everything goes to stderr: on stdio, stdout belongs to the protocol."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    root = logging.getLogger("memory_hub")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
+def start_local_socket(state: ServerState) -> Any:
+    """The hooks' local socket (``server/local_socket.py``, another stage), when it exists."""
+    name = "memory_hub.server.local_socket"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        return None
+    try:
+        return module.start(state)
+    except Exception as exc:  # noqa: BLE001 - hooks fall back to the CLI; the MCP server must still start
+        log.warning("local socket for hooks not started: %s", exc)
+        return None
+
+
+def open_state(vault: Path, *, watch: bool = True, rescan_every: float | None = 60.0,
+               warm: bool = True) -> ServerState:
+    """A ready ServerState with its watcher, warm-up thread and hooks socket started."""
+    from .watcher import Watcher
+
+    state = ServerState.open(vault)
+    if watch:
+        state.watcher = Watcher(state.vault, state.store, rescan_every=rescan_every).start()
+        state.watcher.request_full()  # catch up on whatever changed while no server ran
+    if warm:
+        state.warm_in_background()
+    else:
+        state.models_ready.set()
+    start_local_socket(state)
+    return state
+
+
+def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
+          allowed_hosts: list[str] | None = None, watch: bool = True, rescan_every: float | None = 60.0,
+          warm: bool = True, log_level: str = "warning") -> None:
+    """Serve ``vault`` over MCP until interrupted. Raises GuardError for an unsafe HTTP setup."""
+    if transport not in TRANSPORTS:
+        raise ValueError(f"unknown transport {transport!r}; choose {', '.join(TRANSPORTS)}")
+    _configure_logging(log_level)
+    token = None
+    if transport != "stdio":
+        token = require_token(host, token_from_env())  # refuse before opening anything
+    from .app import build_server
+
+    state = open_state(vault, watch=watch, rescan_every=rescan_every, warm=warm)
+    mcp = build_server(state)
+    _add_health_route(mcp, state)
+    try:
+        if transport == "stdio":
+            mcp.run("stdio", show_banner=False, log_level=log_level.upper())
+            return
+        from starlette.middleware import Middleware
+
+        url = endpoint_url(transport, host, port)
+        hosts = allowed_hosts_for(host, allowed_hosts or [])
+        print(f"memory-hub: serving {state.vault} over {transport} at {url}", file=sys.stderr)
+        if not is_loopback(host):
+            print(f"memory-hub: bound to {host}; clients must send the bearer token from $MEMORY_HUB_TOKEN; "
+                  f"allowed Host names: {', '.join(hosts)}", file=sys.stderr)
+        print("memory-hub: add this to your client's MCP config (see docs/clients.md):", file=sys.stderr)
+        print(json.dumps(client_snippet(transport, url, token is not None), indent=2), file=sys.stderr, flush=True)
+        mcp.run(transport, show_banner=False, host=host, port=port, log_level=log_level.upper(),
+                middleware=[Middleware(Guard, allowed_hosts=hosts, token=token)],
+                host_origin_protection=False)
+    finally:
+        if state.watcher is not None:
+            state.watcher.stop()
+
+
+def _add_health_route(mcp: Any, state: ServerState) -> None:
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
+    @mcp.custom_route("/health", methods=["GET"])
+    async def health(request: Request) -> JSONResponse:
+        watcher = state.watcher
+        return JSONResponse({
+            "ok": True, "vault": str(state.vault), "models_ready": state.models_ready.is_set(),
+            "pending_changes": watcher.pending if watcher is not None else None,
+            "uptime_seconds": round(state.uptime(), 2),
+        })
+
+
+__all__ = ["GuardError", "TRANSPORTS", "client_snippet", "endpoint_url", "open_state", "serve"]
