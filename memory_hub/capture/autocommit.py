@@ -1,0 +1,144 @@
+"""Auto-commit: keep the vault's history without the person thinking about git.
+
+``autocommit`` commits whatever changed, with a message naming the notes added, modified and
+deleted. It never commits index caches (``.memory_hub/`` is git-ignored, checked every run, and
+excluded by pathspec as well), never commits while a merge, rebase, cherry-pick, revert or bisect
+is in progress, and never touches the working tree, so no change can be lost: what is not
+committed now is committed next time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import INDEX_DIRNAME
+from ..vault.git import GitError, ensure_gitignore, is_repo, run_git
+
+_IN_PROGRESS = {
+    "MERGE_HEAD": "a merge", "REBASE_HEAD": "a rebase", "rebase-merge": "a rebase", "rebase-apply": "a rebase or am",
+    "CHERRY_PICK_HEAD": "a cherry-pick", "REVERT_HEAD": "a revert", "BISECT_LOG": "a bisect",
+}
+_EXCLUDE = f":(exclude){INDEX_DIRNAME}"
+
+
+class AutocommitError(RuntimeError):
+    """The vault cannot be auto-committed (not a repository, git failing); the message says why."""
+
+
+@dataclass
+class CommitReport:
+    committed: bool
+    commit: str | None = None
+    message: str = ""
+    skipped: str | None = None  # why nothing was committed, when something changed
+    added: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    renamed: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def git_dir(vault: Path) -> Path:
+    out = run_git(vault, "rev-parse", "--git-dir").stdout.strip()
+    path = Path(out)
+    return path if path.is_absolute() else (vault / path)
+
+
+def operation_in_progress(vault: Path) -> str | None:
+    """The git operation in progress in the vault ("a merge", "a rebase" …), or None."""
+    gdir = git_dir(vault)
+    for name, what in _IN_PROGRESS.items():
+        if (gdir / name).exists():
+            return what
+    return None
+
+
+def _name(path: str) -> str:
+    return path.rsplit("/", 1)[-1].removesuffix(".md")
+
+
+def _list(names: list[str], limit: int = 5) -> str:
+    shown = ", ".join(_name(n) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def commit_message(added: list[str], modified: list[str], deleted: list[str],
+                   renamed: list[tuple[str, str]]) -> str:
+    """``vault: added a, b; modified c; deleted d`` — plus every path in the body."""
+    parts = []
+    for label, names in (("added", added), ("modified", modified), ("deleted", deleted)):
+        if names:
+            parts.append(f"{label} {_list(names)}")
+    if renamed:
+        parts.append("renamed " + ", ".join(f"{_name(a)} → {_name(b)}" for a, b in renamed[:5]))
+    subject = "vault: " + "; ".join(parts)
+    body = [f"A {p}" for p in added] + [f"M {p}" for p in modified] + [f"D {p}" for p in deleted]
+    body += [f"R {a} -> {b}" for a, b in renamed]
+    return subject + "\n\n" + "\n".join(body) + "\n"
+
+
+def _staged(vault: Path) -> tuple[list[str], list[str], list[str], list[tuple[str, str]]]:
+    out = run_git(vault, "diff", "--cached", "--name-status", "-z", "-M").stdout
+    fields = out.split("\0")
+    added, modified, deleted, renamed = [], [], [], []
+    i = 0
+    while i < len(fields) and fields[i]:
+        status = fields[i]
+        if status.startswith(("R", "C")):
+            renamed.append((fields[i + 1], fields[i + 2]))
+            i += 3
+            continue
+        path = fields[i + 1]
+        {"A": added, "D": deleted}.get(status[0], modified).append(path)
+        i += 2
+    return added, modified, deleted, renamed
+
+
+def ensure_index_ignored(vault: Path) -> list[str]:
+    """Make sure ``.memory_hub/`` is ignored and untracked; returns what had to be fixed."""
+    fixed = []
+    probe = f"{INDEX_DIRNAME}/index.sqlite3"
+    if run_git(vault, "check-ignore", "-q", "--no-index", probe, check=False).returncode != 0:
+        ensure_gitignore(vault)
+        fixed.append(f"added {INDEX_DIRNAME}/ to .gitignore")
+    tracked = run_git(vault, "ls-files", "--", INDEX_DIRNAME).stdout.split()
+    if tracked:
+        run_git(vault, "rm", "-r", "-q", "--cached", "--", INDEX_DIRNAME)
+        fixed.append(f"stopped tracking {len(tracked)} index file(s) under {INDEX_DIRNAME}/ (kept on disk)")
+    return fixed
+
+
+def autocommit(vault: Path, message: str | None = None, lock_wait_s: float = 5.0) -> CommitReport:
+    """Commit every change in the vault (index caches excluded); a no-op when nothing changed."""
+    vault = Path(vault)
+    if not is_repo(vault):
+        raise AutocommitError(f"{vault} is not a git repository (run `git init` there, or `memory-hub init`)")
+    busy = operation_in_progress(vault)
+    if busy:
+        dirty = bool(run_git(vault, "status", "--porcelain").stdout.strip())
+        return CommitReport(False, skipped=f"{busy} is in progress; not committing until it is finished"
+                            if dirty else None,
+                            notes=[f"{busy} in progress"])
+    deadline = time.monotonic() + lock_wait_s
+    while (git_dir(vault) / "index.lock").exists():
+        if time.monotonic() > deadline:
+            return CommitReport(False, skipped="another git process holds index.lock; try again later")
+        time.sleep(0.1)
+    notes = ensure_index_ignored(vault)
+    try:
+        run_git(vault, "add", "-A", "--", ".", _EXCLUDE)
+        added, modified, deleted, renamed = _staged(vault)
+        if not (added or modified or deleted or renamed):
+            return CommitReport(False, notes=notes)
+        text = message or commit_message(added, modified, deleted, renamed)
+        run_git(vault, "commit", "-q", "-m", text, identity=True)
+    except GitError as exc:
+        raise AutocommitError(str(exc)) from None
+    head = run_git(vault, "rev-parse", "HEAD").stdout.strip()
+    return CommitReport(True, commit=head, message=text.splitlines()[0], added=added, modified=modified,
+                        deleted=deleted, renamed=renamed, notes=notes)

@@ -1,0 +1,166 @@
+"""CLI: braindump, lookahead, learnings, autocommit, schedule."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from ..cli import CliError, _print_json, _vault
+
+
+def cmd_braindump(args: argparse.Namespace) -> int:
+    from ..capture import CaptureError, braindump
+
+    vault = _vault(args)
+    text = sys.stdin.read() if args.text == "-" else args.text
+    try:
+        result = braindump(vault, text, title=args.title, kind=args.kind, tags=args.tag, links=args.link,
+                           scope=args.scope, fetch_urls=not args.no_fetch)
+    except CaptureError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        _print_json(result.as_dict())
+        return 0
+    print(f"captured {result.path} (scope {result.scope}{', due ' + result.due if result.due else ''}"
+          f"{', deadline ' + result.deadline if result.deadline else ''})")
+    if result.daily:
+        print(f"linked from {result.daily}")
+    for action in result.actions:
+        print(f"  action: {action}")
+    if result.tags:
+        print(f"  tags: {', '.join(result.tags)}")
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def cmd_lookahead(args: argparse.Namespace) -> int:
+    from ..capture.lookahead import iter_notes, lint, lookahead
+
+    vault = _vault(args)
+    notes = iter_notes(vault)
+    if args.lint:
+        found = lint(vault, notes=notes)
+        if args.json:
+            _print_json({"unstructured_deadlines": [f.as_dict() for f in found]})
+        elif not found:
+            print("no deadline sits only in prose")
+        else:
+            print(f"{len(found)} deadline(s) in prose that no due/deadline field holds:")
+            for f in found:
+                held = ", ".join(f"{k}: {v}" for k, v in f.fields.items()) or "no field"
+                print(f"  {f.path}:{f.line}  {f.text!r} → {f.date}  ({held})")
+        return 1 if found and args.strict else 0
+    items = lookahead(vault, days=args.days, notes=notes)
+    if args.json:
+        _print_json({"days": args.days, "items": [i.as_dict() for i in items]})
+        return 0
+    if not items:
+        print(f"nothing due in the next {args.days} day(s)")
+        return 0
+    for i in items:
+        when = (f"{-i.days_left}d overdue" if i.state == "overdue" else "today" if i.state == "today"
+                else f"in {i.days_left}d")
+        print(f"{i.date}  {when:<12} {i.field:<8} {i.title}  ({i.path})")
+    return 0
+
+
+def cmd_learnings(args: argparse.Namespace) -> int:
+    from ..capture.learnings import learnings_from_capture, learnings_from_text
+    from ..vault.walk import OutsideVault, UnreadableNote
+
+    vault = _vault(args)
+    try:
+        if args.source == "-":
+            report = learnings_from_text(vault, sys.stdin.read(), dry_run=args.dry_run)
+        else:
+            report = learnings_from_capture(vault, args.source, dry_run=args.dry_run)
+    except (OutsideVault, UnreadableNote, FileNotFoundError) as exc:
+        raise CliError(f"cannot read transcript {args.source}: {exc}") from None
+    if args.json:
+        _print_json(report.as_dict())
+        return 0
+    print(f"judge: {report.judge}; {len(report.candidates)} candidate(s), {len(report.written)} written")
+    for c in report.candidates:
+        where = c.path or ("(dry run)" if c.verdict != "duplicate" else "")
+        near = f" ~ {c.matches[0]['path']}" if c.matches else ""
+        print(f"  [{c.verdict}] {c.title} {where}{near}")
+    for w in report.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return 0
+
+
+def cmd_autocommit(args: argparse.Namespace) -> int:
+    from ..capture.autocommit import AutocommitError, autocommit
+
+    vault = _vault(args)
+    try:
+        report = autocommit(vault, message=args.message)
+    except AutocommitError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        _print_json(report.as_dict())
+        return 0
+    for note in report.notes:
+        print(f"note: {note}")
+    if report.committed:
+        print(f"committed {report.commit[:10] if report.commit else ''}: {report.message}")
+    elif report.skipped:
+        print(f"not committed: {report.skipped}")
+    else:
+        print("nothing to commit")
+    return 0
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    from ..capture import schedule
+
+    vault = _vault(args)
+    if args.install:
+        try:
+            done = schedule.install(vault, kind=args.kind)
+        except (ValueError, OSError) as exc:
+            raise CliError(f"could not install the schedule: {exc}") from None
+        if args.json:
+            _print_json({"installed": args.kind or schedule.default_kind(), "done": done})
+        else:
+            print("\n".join(done))
+        return 0
+    entries = [e for e in schedule.entries(vault) if not args.kind or e.kind == args.kind]
+    if args.json:
+        _print_json([e.__dict__ for e in entries])
+        return 0
+    for e in entries:
+        print(f"# {e.kind}" + (f": {e.path}" if e.path else ": add with `crontab -e`"))
+        print(e.text)
+    print(f"# install one with: memory-hub --vault {vault} schedule --install [--kind cron|systemd|launchd]"
+          f" (default here: {schedule.default_kind()})")
+    return 0
+
+
+def register(add: Callable[..., argparse.ArgumentParser]) -> None:
+    p = add("braindump", cmd_braindump, "capture text (or - for stdin) into inbox/, classified, dated and linked")
+    p.add_argument("text", help="the text, or - to read stdin")
+    p.add_argument("--title")
+    p.add_argument("--kind", help="capture (default), tracker, decision, runbook, knowledge")
+    p.add_argument("--scope", choices=["personal", "work", "project"], help="override the classified scope")
+    p.add_argument("--tag", action="append", help="extra tag (repeatable)")
+    p.add_argument("--link", action="append", help="note to link from the capture (repeatable)")
+    p.add_argument("--no-fetch", action="store_true", help="do not fetch URLs found in the text")
+
+    p = add("lookahead", cmd_lookahead, "what is due or overdue, from the due/deadline fields")
+    p.add_argument("--days", type=int, default=7, help="look this many days ahead (default 7)")
+    p.add_argument("--lint", action="store_true", help="report deadlines stated in prose that no field holds")
+    p.add_argument("--strict", action="store_true", help="with --lint: exit 1 when something is found")
+
+    p = add("learnings", cmd_learnings, "extract session learnings from a saved transcript capture")
+    p.add_argument("source", help="vault-relative path of the transcript capture, or - for stdin")
+    p.add_argument("--dry-run", action="store_true", help="show candidates, write nothing")
+
+    p = add("autocommit", cmd_autocommit, "commit vault changes (never index files, never mid-merge/rebase)")
+    p.add_argument("-m", "--message", help="commit message (default: names what changed)")
+
+    p = add("schedule", cmd_schedule, "print (or install) cron/systemd/launchd entries for autocommit and dream")
+    p.add_argument("--install", action="store_true", help="install the entries instead of printing them")
+    p.add_argument("--kind", choices=["cron", "systemd", "launchd"])
