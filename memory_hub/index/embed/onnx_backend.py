@@ -97,6 +97,10 @@ def resolve_folder_settings(folder: Path) -> dict[str, Any]:
         ),
         "max_tokens": int(manifest.get("max_tokens") or min(int(max_pos or 512), 512)),
         "dim": manifest.get("dim") or hf_cfg.get("hidden_size"),
+        # Dynamic INT8 quantizes activations per tensor, so a text's vector would depend on
+        # its batch-mates and padding; such models run one text per call (which measured
+        # as fast or faster on CPU anyway). Only declared batch-invariant models are batched.
+        "batch_invariant": bool(manifest.get("batch_invariant", False)),
     }
     for key in ("query_prefix", "passage_prefix"):
         if not isinstance(settings[key], str):
@@ -132,7 +136,7 @@ class OnnxEmbedder:
         folder: str | Path,
         *,
         num_threads: int | None = None,
-        max_batch: int = 32,
+        max_batch: int | None = None,
         max_batch_tokens: int = 8192,
     ) -> None:
         folder = Path(folder).expanduser().resolve()
@@ -148,7 +152,7 @@ class OnnxEmbedder:
         self.max_tokens: int = int(s["max_tokens"])
         self._pooling: str = s["pooling"]
         self._normalize: bool = bool(s["normalize"])
-        self._max_batch = max_batch
+        self._max_batch = max_batch or (16 if s["batch_invariant"] else 1)
         self._max_batch_tokens = max_batch_tokens
 
         try:
@@ -289,7 +293,7 @@ class OnnxEmbedder:
             raise NotImplementedError(f"{self.folder}: graph exposes no per-token output")
         items = as_text_list(texts)
         prefix = self.query_prefix if is_query else self.passage_prefix
-        keep_from = len(prefix.rstrip())
+        keep_from = len(prefix)  # a kept token must cover at least one char of the text itself
         encs = self._encode_batch([prefix + t for t in items])
         result: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(items)
         lengths = [len(e.ids) for e in encs]
