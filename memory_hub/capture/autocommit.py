@@ -2,7 +2,7 @@
 
 ``autocommit`` commits whatever changed, with a message naming the notes added, modified and
 deleted. It never commits index caches (``.memory_hub/`` is git-ignored, checked every run, and
-excluded by pathspec as well), never commits while a merge, rebase, cherry-pick, revert or bisect
+unstaged again if they ever get staged), never commits while a merge, rebase, cherry-pick, revert or bisect
 is in progress, and never touches the working tree, so no change can be lost: what is not
 committed now is committed next time.
 """
@@ -20,7 +20,6 @@ _IN_PROGRESS = {
     "MERGE_HEAD": "a merge", "REBASE_HEAD": "a rebase", "rebase-merge": "a rebase", "rebase-apply": "a rebase or am",
     "CHERRY_PICK_HEAD": "a cherry-pick", "REVERT_HEAD": "a revert", "BISECT_LOG": "a bisect",
 }
-_EXCLUDE = f":(exclude){INDEX_DIRNAME}"
 
 
 class AutocommitError(RuntimeError):
@@ -131,8 +130,11 @@ def autocommit(vault: Path, message: str | None = None, lock_wait_s: float = 5.0
         time.sleep(0.1)
     notes = ensure_index_ignored(vault)
     try:
-        run_git(vault, "add", "-A", "--", ".", _EXCLUDE)
+        run_git(vault, "add", "-A", "--", ".")
         added, modified, deleted, renamed = _staged(vault)
+        if any(p.startswith(INDEX_DIRNAME + "/") for p in added + modified):  # belt and braces
+            run_git(vault, "rm", "-r", "-q", "--cached", "--", INDEX_DIRNAME)
+            added, modified, deleted, renamed = _staged(vault)
         if not (added or modified or deleted or renamed):
             return CommitReport(False, notes=notes)
         text = message or commit_message(added, modified, deleted, renamed)

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..vault.markdown import mask_code, plain_text, trim
+from ..vault.markdown import plain_text, trim
 from ..vault.notes import parse_note
 from ..vault.walk import decode_note, read_note_bytes
 from ..vault.writer import NoteExists, create_note, unique_note_path
@@ -91,7 +91,13 @@ def term_set(text: str) -> set[str]:
 
 def _sentences(text: str) -> list[str]:
     out = []
-    for raw in mask_code(text).splitlines():
+    in_fence = False
+    for raw in text.splitlines():
+        if raw.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
         line = _SPEAKER.sub("", raw).strip().lstrip("-*+ ").strip()
         if not line or line.startswith(("```", "|", ">")):
             continue
@@ -119,7 +125,7 @@ def extract_candidates(text: str, limit: int = MAX_LEARNINGS) -> list[Candidate]
             continue
         seen.add(key)
         score = min(tech, 4) + 2 * min(cue, 2) + (1 if "`" in sentence else 0)
-        scored.append(Candidate(title=cls.make_title(plain, 80), text=plain, score=float(score)))
+        scored.append(Candidate(title=cls.make_title(plain, 80), text=sentence, score=float(score)))
     scored.sort(key=lambda c: -c.score)
     return scored[:limit]
 
