@@ -37,34 +37,43 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    """The seeds' sync_vault: lexical, links and (through sync listeners) vectors, then exit."""
+    """The seeds' sync_vault: notes, links and (when the vault has vectors) chunk vectors, then exit."""
     from ..cli import _print_json
     from ..index.sync import SyncInterrupted, sync
 
     vault = _vault(args)
-    _load_listeners()
     try:
         report = sync(vault, progress=False if args.json else None)
     except SyncInterrupted as exc:
         print(f"interrupted: {exc.report.summary()}; run `memory-hub sync` again to finish", file=sys.stderr)
         return 130
+    vectors = None if args.lexical_only else _sync_vectors(vault, args.json)
     if args.json:
-        _print_json(report.as_dict())
+        _print_json({**report.as_dict(), "vectors": vectors})
     else:
-        print(f"synced {vault}: {report.summary()}")
+        print(f"synced {vault}: {report.summary()}" + (f"; vectors: {vectors}" if vectors else ""))
     return 0
 
 
-def _load_listeners() -> None:
-    """Import the stages that register ``sync.on_change`` listeners (vectors), when they exist."""
-    import importlib
-
-    for name in ("memory_hub.retrieval.searcher", "memory_hub.index.vectors"):
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
+def _sync_vectors(vault, quiet: bool) -> str | None:  # noqa: ANN001 - pathlib.Path
+    """Bring chunk vectors up to date when the vault has them (``memory-hub index`` builds the first)."""
+    try:
+        from ..retrieval.search import has_vectors
+        from ..retrieval.searcher import Searcher
+    except ImportError:
+        return None
+    searcher = Searcher(vault)
+    try:
+        if not has_vectors(searcher.store):
+            return "none (run `memory-hub index` to embed the vault)"
+        report = searcher.sync_vectors(progress=False if quiet else None)
+    except Exception as exc:  # noqa: BLE001 - lexical sync already landed; say what failed
+        print(f"warning: vectors not updated: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return f"failed: {exc}"
+    finally:
+        searcher.close()
+    summary = getattr(report, "summary", None)
+    return summary() if callable(summary) else str(report)
 
 
 def cmd_install_git_hook(args: argparse.Namespace) -> int:
@@ -98,7 +107,8 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--no-warm", action="store_true", help="do not load models in the background at start")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
 
-    add("sync", cmd_sync, "bring every index (lexical, links, vectors) up to date with the vault and exit")
+    p = add("sync", cmd_sync, "bring every index (lexical, links, vectors) up to date with the vault and exit")
+    p.add_argument("--lexical-only", action="store_true", help="skip the vector update (fast; for hooks)")
 
     add("install-git-hook", cmd_install_git_hook,
         "run `memory-hub sync` in the background after every commit to the vault (idempotent)")

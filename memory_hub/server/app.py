@@ -60,6 +60,14 @@ def _guarded(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _mode_help() -> str:
+    from ..retrieval import search as pipeline
+
+    modes = ", ".join(getattr(pipeline, "MODES", ("lexical",)))
+    return (f"Ranking mode, one of: {modes}. Leave empty for the server's default (lexical while models "
+            "are still loading). 'lexical' is keyword-only; modes with 'rerank' are slower but sharper.")
+
+
 def build_server(state: ServerState) -> FastMCP:
     """A FastMCP server whose tools answer from ``state``."""
     mcp = FastMCP("memory-hub", instructions=INSTRUCTIONS, version=_version(),
@@ -71,8 +79,7 @@ def build_server(state: ServerState) -> FastMCP:
         query: Annotated[str, Field(description="Words, a phrase or an identifier (English or Japanese). "
                                                 "Example: 'postgres failover runbook' or '認証 パスキー'.")],
         k: Annotated[int, Field(ge=1, le=tools.MAX_K, description="How many notes to return.")] = 10,
-        mode: Annotated[str | None, Field(description="Ranking mode; leave empty for the best available "
-                                                      "(hybrid once models are loaded). 'lexical' skips vectors.")] = None,
+        mode: Annotated[str | None, Field(description=_mode_help())] = None,
         kinds: Annotated[list[Kind] | None, Field(description="Only these note kinds.")] = None,
         tags: Annotated[list[str] | None, Field(description="Only notes carrying all of these tags.")] = None,
         path_prefix: Annotated[str | None, Field(description="Only notes under this folder, e.g. 'decisions/'.")] = None,

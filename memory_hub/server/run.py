@@ -70,14 +70,29 @@ def open_state(vault: Path, *, watch: bool = True, rescan_every: float | None = 
 
     state = ServerState.open(vault)
     if watch:
-        state.watcher = Watcher(state.vault, state.store, rescan_every=rescan_every).start()
+        state.watcher = Watcher(state.vault, state.store, rescan_every=rescan_every,
+                                on_synced=state.sync_vectors).start()
         state.watcher.request_full()  # catch up on whatever changed while no server ran
     if warm:
         state.warm_in_background()
     else:
         state.models_ready.set()
-    start_local_socket(state)
+    handle = start_local_socket(state)
+    if handle is not None:
+        state.extras["local_socket"] = handle
     return state
+
+
+def close_state(state: ServerState) -> None:
+    """Stop the watcher and the hooks socket (idempotent)."""
+    if state.watcher is not None:
+        state.watcher.stop()
+    handle = state.extras.pop("local_socket", None)
+    if handle is not None:
+        try:
+            handle.close()
+        except Exception as exc:  # noqa: BLE001
+            log.warning("closing the hooks socket: %s", exc)
 
 
 def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
@@ -113,8 +128,7 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
                 middleware=[Middleware(Guard, allowed_hosts=hosts, token=token)],
                 host_origin_protection=False)
     finally:
-        if state.watcher is not None:
-            state.watcher.stop()
+        close_state(state)
 
 
 def _add_health_route(mcp: Any, state: ServerState) -> None:
@@ -131,4 +145,4 @@ def _add_health_route(mcp: Any, state: ServerState) -> None:
         })
 
 
-__all__ = ["GuardError", "TRANSPORTS", "client_snippet", "endpoint_url", "open_state", "serve"]
+__all__ = ["GuardError", "TRANSPORTS", "client_snippet", "close_state", "endpoint_url", "open_state", "serve"]

@@ -81,6 +81,7 @@ class ServerState:
     models_error: str | None = None
     ready_seconds: float | None = None  # time from start to warm models
     extras: dict[str, Any] = field(default_factory=dict)  # other stages may park long-lived objects here
+    _vector_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def open(cls, vault: Path) -> ServerState:
@@ -104,14 +105,56 @@ class ServerState:
         finally:
             self.ready_seconds = time.monotonic() - self.started_monotonic
             self.models_ready.set()
+        try:
+            self.sync_vectors()  # catch up on notes changed while no server was running
+        except Exception as exc:  # noqa: BLE001
+            log.warning("vector catch-up failed: %s", exc)
 
     def search(self, query: str, k: int = 10, filters: Filters | None = None, mode: str | None = None,
                explain: bool = False) -> Any:
-        """Search through the shared searcher (``retrieval.search.SearchResult``)."""
+        """Search through the shared searcher (``retrieval.search.SearchResult``).
+
+        Until the models are warm, a search that names no mode runs lexically instead of waiting
+        for the embedder to load in the caller's thread; the result says so."""
         kwargs: dict[str, Any] = {"k": k, "filters": filters, "explain": explain}
+        fallback = None
         if mode:
             kwargs["mode"] = mode
-        return self.searcher.search(query, **kwargs)
+        elif not self.models_ready.is_set() or self.models_error:
+            kwargs["mode"] = "lexical"
+            fallback = ("models are still loading" if not self.models_ready.is_set()
+                        else f"models unavailable ({self.models_error})")
+        result = self.searcher.search(query, **kwargs)
+        if fallback and hasattr(result, "warnings"):
+            result.warnings.append(f"{fallback}: lexical results only")
+        if not hasattr(result, "mode"):
+            try:
+                result.mode = kwargs.get("mode") or getattr(self.searcher, "mode", None)
+            except AttributeError:
+                pass
+        return result
+
+    def vectors_enabled(self) -> bool:
+        """Whether this vault has vectors the searcher can keep up to date (never loads a model)."""
+        if not hasattr(self.searcher, "sync_vectors"):
+            return False
+        try:
+            from ..retrieval.search import has_vectors
+        except ImportError:
+            return False
+        return bool(has_vectors(self.store))
+
+    def sync_vectors(self, report: Any = None) -> Any:
+        """Embed notes whose vectors are missing or stale, once models are warm and vectors exist.
+
+        Called by the watcher after each lexical sync; before the models are ready it does nothing
+        (the warm-up's own first search, or the next change, catches up)."""
+        if report is not None and not getattr(report, "changed", True):
+            return None
+        if not self.models_ready.is_set() or self.models_error or not self.vectors_enabled():
+            return None
+        with self._vector_lock:
+            return self.searcher.sync_vectors(progress=False)
 
     def pending_changes(self) -> int:
         """Changes on disk the index has not seen yet (a stat walk; cheap on vaults of thousands)."""

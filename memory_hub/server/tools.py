@@ -142,7 +142,7 @@ def recall(state: ServerState, prompt: str, budget_tokens: int = 600) -> dict[st
         raise ToolError(f"budget_tokens must be between 50 and {MAX_RECALL_TOKENS}, not {budget_tokens}")
     module = _optional("memory_hub.retrieval.recall")
     if module is not None and hasattr(module, "recall_for_server"):
-        return module.recall_for_server(state, prompt, budget_tokens)
+        return {**module.recall_for_server(state, prompt, budget_tokens), "index": _freshness(state)}
     result = _run_search(state, prompt[:2000], 10, None, None)
     lines = []
     used = _estimate_tokens("<vault-memory>\n</vault-memory>")
@@ -335,17 +335,7 @@ def status(state: ServerState) -> dict[str, Any]:
     }
     if state.models_error:
         out["models_error"] = state.models_error
-    # Chunk and embedding figures come from the retrieval layer's searcher when it reports them.
-    info = getattr(state.searcher, "status", None)
-    if callable(info):
-        try:
-            out.update(info())
-        except Exception as exc:  # noqa: BLE001
-            out["vectors_error"] = str(exc)
-    else:
-        out.setdefault("chunks", _chunk_count(conn))
-        out.setdefault("model", None)
-        out.setdefault("embedding_coverage", None)
+    out.update(_vector_status(state))
     watcher = state.watcher
     if watcher is not None:
         out["watcher"] = {"alive": watcher.alive, "pending": watcher.pending, "syncs": watcher.syncs,
@@ -357,6 +347,26 @@ def status(state: ServerState) -> dict[str, Any]:
     return out
 
 
-def _chunk_count(conn: Any) -> int | None:
-    row = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'chunks'").fetchone()
-    return conn.execute("SELECT count(*) FROM chunks").fetchone()[0] if row else None
+def _vector_status(state: ServerState) -> dict[str, Any]:
+    """Chunk count, embedding coverage and model, from the searcher's vector index when it has one."""
+    if not state.vectors_enabled():
+        return {"chunks": 0, "model": None, "embedding_coverage": None,
+                "vectors": "none yet: run `memory-hub index` to embed the vault; search is lexical"}
+    if not state.models_ready.is_set():
+        return {"chunks": None, "model": None, "embedding_coverage": None, "vectors": "models are loading"}
+    if state.models_error:
+        return {"chunks": None, "model": None, "embedding_coverage": None, "vectors": state.models_error}
+    try:
+        cov = state.searcher.coverage()
+        chunks = state.searcher.vectors.size(state.store)
+    except Exception as exc:  # noqa: BLE001
+        return {"chunks": None, "model": None, "embedding_coverage": None, "vectors": f"unreadable: {exc}"}
+    out: dict[str, Any] = {
+        "chunks": chunks, "model": cov.embedder,
+        "embedding_coverage": {"fresh": cov.fresh, "expected": cov.expected,
+                               "ratio": round(cov.fresh / cov.expected, 4) if cov.expected else 1.0},
+    }
+    if not cov.ok:
+        out["vectors"] = (f"{len(cov.stale)} stale, {len(cov.missing)} missing, {len(cov.orphaned)} orphaned; "
+                          "being updated")
+    return out

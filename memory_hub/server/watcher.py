@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from watchdog.events import (
@@ -72,11 +73,13 @@ class Watcher:
     """Watches one vault and re-indexes what changed. ``start()`` / ``stop()``; thread-safe."""
 
     def __init__(self, vault: Path, store: Store, *, debounce: float = DEBOUNCE_SECONDS,
-                 rescan_every: float | None = RESCAN_SECONDS) -> None:
+                 rescan_every: float | None = RESCAN_SECONDS,
+                 on_synced: Callable[[SyncReport], None] | None = None) -> None:
         self.vault = Path(vault).resolve()
         self.store = store
         self.debounce = debounce
         self.rescan_every = rescan_every
+        self.on_synced = on_synced  # e.g. the server's vector update, run after each lexical sync
         self._pending: set[str] = set()
         self._full = False
         self._first_event = 0.0
@@ -196,3 +199,9 @@ class Watcher:
         self.syncs += 1
         if report.changed:
             log.info("reindexed: %s", report.summary())
+        if self.on_synced is not None:
+            try:
+                self.on_synced(report)
+            except Exception as exc:  # noqa: BLE001 - vectors lag behind; lexical search stays fresh
+                self.last_error = f"after sync: {type(exc).__name__}: {exc}"
+                log.warning("post-sync step failed: %s", self.last_error)
