@@ -62,11 +62,16 @@ def cmd_index(args: argparse.Namespace) -> int:
     except SyncInterrupted as exc:
         print(f"interrupted: {exc.report.summary()}; run `memory-hub index` again to finish", file=sys.stderr)
         return 130
-    if args.json:
-        _print_json(report.as_dict())
-    else:
+    code, vectors = 0, {}
+    if not args.json:
         print(f"indexed {vault}: {report.summary()}")
-    return 0
+    if not args.no_vectors:  # the semantic index follows the lexical one (commands/retrieval.py)
+        from .commands.retrieval import update_vectors
+
+        code, vectors = update_vectors(vault, args.json)
+    if args.json:
+        _print_json({**report.as_dict(), **vectors})
+    return code
 
 
 def _filters(args: argparse.Namespace):  # noqa: ANN202 - returns lexical.Filters
@@ -76,13 +81,13 @@ def _filters(args: argparse.Namespace):  # noqa: ANN202 - returns lexical.Filter
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from .index.store import Store
-    from .retrieval.search import QueryError, search
+    from .retrieval.search import QueryError
+    from .retrieval.searcher import Searcher
 
     vault = _vault(args)
-    store = Store(vault)
     try:
-        result = search(store, args.query, k=args.k, filters=_filters(args), explain=args.explain)
+        result = Searcher(vault).search(args.query, k=args.k, filters=_filters(args), explain=args.explain,
+                                        mode=args.mode)
     except QueryError as exc:
         raise CliError(str(exc)) from None
     if args.json:
@@ -194,11 +199,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("index", cmd_index, "bring the index up to date with the vault")
     p.add_argument("--rebuild", action="store_true", help="start from nothing")
+    p.add_argument("--no-vectors", action="store_true", help="skip the embedding step (lexical index only)")
 
     p = add("search", cmd_search, "search the vault")
     p.add_argument("query")
     p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
     p.add_argument("--explain", action="store_true", help="show each channel's rank and score")
+    p.add_argument("--mode", default=None, help="lexical, vector, hybrid, hybrid+graph (default), hybrid+rerank")
     _add_filters(p)
 
     p = add("links", cmd_links, "a note's links, and its neighbours within N hops")

@@ -1,8 +1,13 @@
 """The search pipeline: a query in, the best few notes out, with a record of how each got there.
 
-Stages: analyse the query → lexical channels (trigram BM25, word/bigram BM25) → exact-identifier
-pinning → fuse with RRF (k=60) → results. Later stages (vectors, graph expansion, rerank) plug into
-the same pipeline and add their own entries to each hit's ``channels`` for ``--explain``.
+Stages: analyse the query → channels (trigram BM25, word/bigram BM25, chunk vectors scored per note
+by its best chunks) → fuse with RRF (k=60) → graph expansion (1–2 hop wikilink neighbours of the top
+hits join with a decayed score) → rerank (blended by position) → top k. Notes that contain every
+exact identifier of the query (``ERR_042``, ``partner-api``) are pinned on top after every stage.
+
+Modes pick the stages: ``lexical``, ``vector``, ``hybrid``, ``hybrid+graph``, ``hybrid+rerank``,
+``hybrid+graph+rerank``. When a vault has no vectors yet, vector channels are skipped with a
+warning rather than failing: search must answer even before the first embedding run.
 """
 
 from __future__ import annotations
@@ -11,14 +16,18 @@ import json
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..index import lexical
+from ..index import graph, lexical
 from ..index.lexical import Filters
 from ..index.store import Store
 from ..index.terms import QueryTerms, analyze_query, normalize
 from ..vault.markdown import plain_text
 from . import fusion
+from .rerank import DOC_CHARS, RERANK_DEPTH, Reranker, blend
+
+if TYPE_CHECKING:
+    from ..index.vectors import VectorIndex
 
 CANDIDATES = 100  # per channel
 
@@ -134,40 +143,193 @@ def snippet(body: str, terms: list[str], width: int = 160) -> str:
     return ("…" if start > 0 else "") + plain + ("…" if start + len(window) < len(text) else "")
 
 
-MODES = ("lexical",)
+MODES = ("lexical", "vector", "hybrid", "hybrid+graph", "hybrid+rerank", "hybrid+graph+rerank")
+DEFAULT_MODE = "hybrid+graph"
+
+GRAPH_SEEDS = 5  # top fused hits whose neighbours may join
+GRAPH_HOPS = 2
+GRAPH_DECAY = {1: 0.35, 2: 0.15}  # share of the seed's score a neighbour joins with, by hop distance
+
+
+@dataclass
+class Stages:
+    """Which stages a mode runs."""
+
+    lexical: bool
+    vectors: bool
+    graph: bool
+    rerank: bool
+
+
+def stages(mode: str) -> Stages:
+    if mode not in MODES:
+        raise QueryError(f"unknown search mode {mode!r}; choose one of {', '.join(MODES)}")
+    return Stages(lexical=mode != "vector", vectors=mode != "lexical", graph="graph" in mode, rerank="rerank" in mode)
+
+
+_default_vectors: dict[str, VectorIndex] = {}
+
+
+def has_vectors(store: Store) -> bool:
+    """Whether any vector sync ever ran for this vault (a cheap look at the meta table)."""
+    row = store.conn.execute("SELECT 1 FROM meta WHERE key LIKE 'vectors_version:%' LIMIT 1").fetchone()
+    return row is not None
+
+
+def default_vectors(store: Store) -> VectorIndex | None:
+    """The vault's vector index with the default embedder, loaded once per process; None if never built."""
+    key = str(store.vault)
+    if key not in _default_vectors:
+        if not has_vectors(store):
+            return None
+        from ..index.embed import load_embedder
+        from ..index.vectors import VectorIndex
+
+        _default_vectors[key] = VectorIndex(store.vault, load_embedder("auto"))
+    return _default_vectors[key]
+
+
+def graph_expand(store: Store, order: list[int], scores: dict[int, float], filters: Filters,
+                 seeds: int = GRAPH_SEEDS, hops: int = GRAPH_HOPS) -> dict[int, dict[str, Any]]:
+    """Let wikilink neighbours of the top hits join the candidates. Returns what it did per note.
+
+    A neighbour's score is the best of (its own score, seed score × decay for its hop distance), so
+    a note linked from the best hit rises, and one reached only through the graph joins below its
+    seed. Neighbours must pass the same filters and be ranked kinds.
+    """
+    conn = store.conn
+    effects: dict[int, dict[str, Any]] = {}
+    offers: dict[int, tuple[float, int, int]] = {}  # id → (score, hops, seed)
+    for seed in order[:seeds]:
+        for nid, h in graph.neighbourhood(conn, [seed], hops).items():
+            offer = scores[seed] * GRAPH_DECAY.get(h, 0.0)
+            if offer > offers.get(nid, (0.0, 0, 0))[0]:
+                offers[nid] = (offer, h, seed)
+    if not offers:
+        return effects
+    where, params = Filters(kinds=filters.kinds, tags=filters.tags, path_prefix=filters.path_prefix,
+                            since=filters.since, note_ids=list(offers) if filters.note_ids is None
+                            else [i for i in offers if i in set(filters.note_ids)]).sql("n")
+    allowed = {int(r[0]) for r in conn.execute(f"SELECT n.id FROM notes n WHERE n.ranked = 1 AND {where}", params)}
+    paths = dict(conn.execute("SELECT id, path FROM notes WHERE id IN (SELECT value FROM json_each(?))",
+                              (json.dumps(sorted({s for _, _, s in offers.values()})),)).fetchall())
+    for nid, (offer, h, seed) in offers.items():
+        if nid not in allowed or offer <= scores.get(nid, 0.0):
+            continue
+        effects[nid] = {"joined": nid not in scores, "hops": h, "from": paths.get(seed, ""),
+                        "before": round(scores.get(nid, 0.0), 6), "score": round(offer, 6)}
+        scores[nid] = offer
+    return effects
+
+
+def rerank_text(title: str, description: str, body: str, chunk: tuple[int, int] | None) -> str:
+    """What a reranker reads for one note: title, description, and its best chunk (else the start)."""
+    part = body[chunk[0]:chunk[1]] if chunk else body
+    return "\n".join(x for x in (title, description, plain_text(part)[:DOC_CHARS]) if x)
 
 
 def search(store: Store, query: str, k: int = 10, filters: Filters | None = None,
-           explain: bool = False, mode: str = "lexical") -> SearchResult:
-    """Lexical search: the ranking every later stage builds on."""
-    if mode not in MODES:
-        raise QueryError(f"unknown search mode {mode!r}; choose one of {', '.join(MODES)}")
+           explain: bool = False, mode: str = DEFAULT_MODE, *, vectors: VectorIndex | None = None,
+           reranker: Reranker | None = None) -> SearchResult:
+    """Run the pipeline for ``mode``. ``vectors``/``reranker`` default to the vault's own (loaded once)."""
+    plan = stages(mode)
     query = check_query(query)
     filters = filters or Filters()
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     terms = analyze_query(query)
     result = SearchResult(query=query, hits=[], terms=terms)
-    if terms.empty:
-        result.warnings.append("the query has no searchable terms")
-        return result
-    channels = lexical_rankings(store, terms, filters)
+    channels: dict[str, list[tuple[int, float]]] = {}
+    best_chunk: dict[int, tuple[int, int, str]] = {}
+    if plan.lexical and not terms.empty:
+        channels.update(lexical_rankings(store, terms, filters))
     exact = lexical.exact_matches(store.conn, terms.identifiers, filters) if terms.identifiers else []
     timings["lexical"] = (time.perf_counter() - t0) * 1000
-    scores = fusion.rrf({name: [i for i, _ in hits] for name, hits in channels.items()})
-    ordered = pin_exact(fusion.order(scores), exact)[:k]
-    hits = load_hits(store, ordered, scores)
+    if plan.vectors:
+        t1 = time.perf_counter()
+        index = vectors if vectors is not None else default_vectors(store)
+        if index is None or index.size(store) == 0:
+            result.warnings.append("no vectors for this vault yet (run `memory-hub index`); vector channel skipped")
+        else:
+            qvec = index.embedder.embed_queries([query])[0]
+            timings["embed_query"] = (time.perf_counter() - t1) * 1000
+            t2 = time.perf_counter()
+            ranked = index.search_notes(store, qvec, filters, CANDIDATES)
+            channels["vectors"] = [(nid, score) for nid, score, _ in ranked]
+            best_chunk = {nid: (c.start, c.end, c.heading) for nid, _, c in ranked}
+            timings["vectors"] = (time.perf_counter() - t2) * 1000
+    if not channels and not exact:
+        if terms.empty:
+            result.warnings.append("the query has no searchable terms")
+        timings["total"] = (time.perf_counter() - t0) * 1000
+        result.timings_ms = {k2: round(v, 2) for k2, v in timings.items()}
+        return result
+    scores = fusion.rrf({name: [i for i, _ in hits] for name, hits in channels.items()},
+                        weights=lexical.CHANNEL_WEIGHTS)
+    for i in exact:
+        scores.setdefault(i, 0.0)
+    ordered = pin_exact(fusion.order(scores), exact)
+    graph_effects: dict[int, dict[str, Any]] = {}
+    if plan.graph:
+        t3 = time.perf_counter()
+        graph_effects = graph_expand(store, ordered, scores, filters)
+        if graph_effects:
+            ordered = pin_exact(fusion.order(scores), exact)
+        timings["graph"] = (time.perf_counter() - t3) * 1000
+    rerank_effects: dict[int, dict[str, Any]] = {}
+    if plan.rerank:
+        t4 = time.perf_counter()
+        if reranker is None:
+            from .rerank import load_reranker
+
+            reranker = load_reranker("auto", vectors.embedder if vectors is not None else None)
+        if reranker is None:
+            result.warnings.append("no reranker configured (set MEMORY_HUB_RERANKER); rerank stage skipped")
+        else:
+            head = ordered[:RERANK_DEPTH]
+            texts = _texts(store, head)
+            docs = [rerank_text(*texts.get(i, ("", "", "")), best_chunk[i][:2] if i in best_chunk else None)
+                    for i in head]
+            rr = reranker.rerank(query, docs)
+            blended = blend(head, rr, exact)
+            for pos, (i, _) in enumerate(blended, start=1):
+                rerank_effects[i] = {"model": reranker.name, "score": round(float(rr[head.index(i)]), 4),
+                                     "before": head.index(i) + 1, "after": pos}
+            ordered = [i for i, _ in blended] + ordered[RERANK_DEPTH:]
+            # Scores follow the new order: the reranked head keeps its blended score lifted above the tail.
+            floor = max((scores[i] for i in ordered[RERANK_DEPTH:]), default=0.0)
+            for i, score in blended:
+                scores[i] = floor + score
+        timings["rerank"] = (time.perf_counter() - t4) * 1000
+    t5 = time.perf_counter()
+    hits = load_hits(store, ordered[:k], scores)
     exact_set = set(exact)
     for hit in hits:
         hit.exact = hit.note_id in exact_set
-        hit.snippet = snippet(lexical.body_of(store.conn, hit.note_id), terms.all_terms)
+        body = lexical.body_of(store.conn, hit.note_id)
+        hit.snippet = snippet(body, terms.all_terms)
+        if not any(t.lower() in body.lower() for t in terms.all_terms) and hit.note_id in best_chunk:
+            s0, e0, _ = best_chunk[hit.note_id]
+            hit.snippet = snippet(body[s0:e0], [])
         if explain:
-            for name, ranked in channels.items():
-                for rank, (nid, score) in enumerate(ranked, start=1):
+            for name, ranked_list in channels.items():
+                for rank, (nid, score) in enumerate(ranked_list, start=1):
                     if nid == hit.note_id:
-                        hit.channels[name] = {"rank": rank, "score": round(score, 4)}
+                        entry: dict[str, Any] = {"rank": rank, "score": round(score, 4)}
+                        if name == "vectors" and nid in best_chunk:
+                            entry["chunk"] = best_chunk[nid][2]
+                        hit.channels[name] = entry
                         break
+            hit.graph = graph_effects.get(hit.note_id)
+            hit.rerank = rerank_effects.get(hit.note_id)
+    timings["load"] = (time.perf_counter() - t5) * 1000
     timings["total"] = (time.perf_counter() - t0) * 1000
     result.hits = hits
     result.timings_ms = {k2: round(v, 2) for k2, v in timings.items()}
     return result
+
+
+def _texts(store: Store, ids: list[int]) -> dict[int, tuple[str, str, str]]:
+    from ..index.vectors import note_texts
+
+    return note_texts(store, ids)

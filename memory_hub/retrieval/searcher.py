@@ -1,0 +1,96 @@
+"""A long-lived searcher: one per process, holding the index and the models warm.
+
+The CLI makes one per command; the MCP server keeps one for its lifetime. Models load lazily (or in
+``warm()``), so creating a Searcher is instant and a lexical search never waits for an embedder.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from ..index.embed import Embedder, load_embedder
+from ..index.lexical import Filters
+from ..index.store import Store
+from ..index.vectors import Coverage, VectorIndex, VectorReport
+from .rerank import Reranker, load_reranker
+from .search import DEFAULT_MODE, SearchResult, has_vectors, search, stages
+
+
+class Searcher:
+    """``Searcher(vault).search(query, k, filters, mode, explain) -> SearchResult``.
+
+    ``embedder`` and ``reranker`` are specs (see ``load_embedder`` / ``load_reranker``); ``None``
+    means the defaults (``auto``), which honour ``$MEMORY_HUB_EMBEDDER`` / ``$MEMORY_HUB_RERANKER``.
+    """
+
+    def __init__(self, vault: Path, store: Store | None = None, embedder: str | None = None,
+                 reranker: str | None = None, mode: str = DEFAULT_MODE) -> None:
+        stages(mode)  # fail early on a bad default mode
+        self.vault = Path(vault).resolve()
+        self.store = store or Store(self.vault)
+        self.mode = mode
+        self._embedder_spec = embedder
+        self._reranker_spec = reranker
+        self._embedder: Embedder | None = None
+        self._vectors: VectorIndex | None = None
+        self._reranker: Reranker | None = None
+        self._reranker_loaded = False
+        self._lock = threading.Lock()
+
+    @property
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = load_embedder(self._embedder_spec)
+            return self._embedder
+
+    @property
+    def vectors(self) -> VectorIndex:
+        emb = self.embedder
+        with self._lock:
+            if self._vectors is None:
+                self._vectors = VectorIndex(self.vault, emb)
+            return self._vectors
+
+    @property
+    def reranker(self) -> Reranker | None:
+        if not self._reranker_loaded:
+            emb = self.embedder if (self._reranker_spec or "") == "maxsim" else None
+            with self._lock:
+                if not self._reranker_loaded:
+                    self._reranker = load_reranker(self._reranker_spec or "auto", emb)
+                    self._reranker_loaded = True
+        return self._reranker
+
+    def search(self, query: str, k: int = 10, filters: Filters | None = None, mode: str | None = None,
+               explain: bool = False) -> SearchResult:
+        """Search with this searcher's models. Vector stages are skipped (with a warning) until vectors exist."""
+        mode = mode or self.mode
+        plan = stages(mode)
+        vectors = self.vectors if plan.vectors and (self._vectors is not None or has_vectors(self.store)) else None
+        reranker = self.reranker if plan.rerank else None
+        if plan.vectors and vectors is None:
+            result = search(self.store, query, k, filters, explain, "lexical" if plan.lexical else mode,
+                            vectors=None, reranker=reranker)
+            result.warnings.append("no vectors for this vault yet (run `memory-hub index`); searched lexically")
+            return result
+        return search(self.store, query, k, filters, explain, mode, vectors=vectors, reranker=reranker)
+
+    def warm(self) -> None:
+        """Load the embedder, the vectors and the reranker now, and run one query through them."""
+        if has_vectors(self.store):
+            self.vectors.size(self.store)
+            self.embedder.embed_queries(["warm up"])
+        if "rerank" in self.mode:
+            _ = self.reranker
+
+    def sync_vectors(self, progress: bool | None = None) -> VectorReport:
+        """Embed what changed since the last run (see ``VectorIndex.sync``)."""
+        return self.vectors.sync(self.store, progress=progress)
+
+    def coverage(self) -> Coverage:
+        return self.vectors.coverage(self.store)
+
+    def close(self) -> None:
+        self.store.close()
