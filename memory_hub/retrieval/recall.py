@@ -580,7 +580,12 @@ class Recaller:
                k: int | None = None, fuse: bool = True, prefix: str | None = None,
                deadline: float | None = None) -> RecallResult:
         """The notes worth showing for ``prompt`` and their block; ``exclude`` is what this session
-        has already seen."""
+        has already seen. Thread-safe (one prompt at a time per Recaller)."""
+        with self.index._lock:
+            return self._recall(prompt, exclude, budget, k, fuse, prefix, deadline)
+
+    def _recall(self, prompt: str, exclude: Iterable[str], budget: int, k: int | None, fuse: bool,
+                prefix: str | None, deadline: float | None) -> RecallResult:
         t0 = time.perf_counter()
         prompt = prompt if isinstance(prompt, str) else ""
         result = RecallResult(len(prompt), None, None, None)

@@ -1,0 +1,164 @@
+"""``memory-hub hook claude-code``: Claude Code's hook events in, at most one JSON object out.
+
+* ``UserPromptSubmit`` → the ``<vault-memory>`` block as ``additionalContext``: asked of the warm
+  server over the local socket first, computed in-process when no server answers.
+* ``PostToolUse`` of a file read inside the vault → one access counted for that note.
+* ``PreCompact`` / ``Stop`` / ``SubagentStop`` / ``SessionEnd`` → the transcript tail saved as a
+  raw capture note (redacted), slow work handed to a detached worker.
+
+A hook must never get in the agent's way: whatever happens (bad JSON, no vault, a crash, a slow
+disk) the process prints nothing or valid JSON and exits 0 within a hard deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+DEADLINE_ENV = "MEMORY_HUB_HOOK_DEADLINE"
+DEFAULT_DEADLINE = 3.0  # seconds for UserPromptSubmit, end to end
+SOCKET_TIMEOUT = 1.0
+SAVE_EVENTS = ("PreCompact", "Stop", "SubagentStop", "SessionEnd")
+READ_TOOLS = ("Read", "read_file", "view", "View")
+
+
+def _deadline() -> float:
+    try:
+        return max(0.2, float(os.environ.get(DEADLINE_ENV, DEFAULT_DEADLINE)))
+    except ValueError:
+        return DEFAULT_DEADLINE
+
+
+def _vault(explicit: str | None) -> Path | None:
+    from ..config import ConfigError, resolve_vault
+
+    try:
+        return resolve_vault(explicit)
+    except ConfigError:
+        return None
+
+
+def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: float) -> tuple[str, dict[str, Any]]:
+    """The block for a prompt, warm if a server answers, else cold; and how it was served."""
+    from ..eval import telemetry
+    from ..server.local_socket import request
+
+    started = time.monotonic()
+    prompt = event.get("prompt") if isinstance(event.get("prompt"), str) else ""
+    session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
+    reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id},
+                    timeout=min(SOCKET_TIMEOUT, deadline * 0.4))
+    if reply and reply.get("ok"):
+        return str(reply.get("block") or ""), {"served_by": "warm"}
+    fallback = "no-server" if reply is None else f"server-error: {reply.get('error')}"
+
+    box: dict[str, Any] = {}
+
+    def cold() -> None:
+        from ..retrieval.recall import Recaller
+        from .prompt import answer
+
+        try:
+            recaller = Recaller(vault)
+            box["out"] = answer(recaller, prompt, session_id, served_by="cold",
+                                deadline=started + deadline * 0.7, fallback=fallback, extra={"agent": agent})
+        except Exception as exc:  # noqa: BLE001 - reported in telemetry, never raised into the agent
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    worker = threading.Thread(target=cold, daemon=True)
+    worker.start()
+    worker.join(max(0.05, deadline - (time.monotonic() - started)))
+    if "out" in box:
+        return str(box["out"]["block"] or ""), {"served_by": "cold", "fallback": fallback}
+    reason = box.get("error") or "deadline"
+    telemetry.record(vault, {"event": "recall", "served_by": "none", "session": session_id, "agent": agent,
+                             "fallback": f"{fallback}; {reason}",
+                             "latency_ms": round((time.monotonic() - started) * 1000, 2)})
+    return "", {"served_by": "none", "fallback": reason}
+
+
+def handle(event: dict[str, Any], vault: Path, agent: str = "claude-code",
+           deadline: float | None = None) -> dict[str, Any] | None:
+    """Act on one hook event; returns the JSON object to print, or None to print nothing."""
+    name = event.get("hook_event_name")
+    deadline = deadline if deadline is not None else _deadline()
+    if name == "UserPromptSubmit":
+        block, _how = prompt_context(vault, event, agent, deadline)
+        if not block:
+            return None
+        return {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": block}}
+    if name == "PostToolUse":
+        tool = str(event.get("tool_name") or "")
+        args = event.get("tool_input") if isinstance(event.get("tool_input"), dict) else {}
+        path = args.get("file_path") or args.get("path")
+        if tool in READ_TOOLS and isinstance(path, str):
+            from ..vault.counters import CounterError, record_access
+            from .transcript import relative_to_vault
+
+            rel = relative_to_vault(vault, path, event.get("cwd"))
+            if rel:
+                try:
+                    record_access(vault, rel)
+                except CounterError:
+                    pass
+        return None
+    if name in SAVE_EVENTS:
+        from ..eval import telemetry
+        from .save import save_tail
+        from .worker import spawn
+
+        outcome = save_tail(vault, event, agent)
+        worker = None
+        if name == "SessionEnd" and isinstance(event.get("session_id"), str):
+            args = ["session-end", "--session", event["session_id"]]
+            if isinstance(event.get("transcript_path"), str):
+                args += ["--transcript", event["transcript_path"]]
+            if isinstance(event.get("cwd"), str):
+                args += ["--cwd", event["cwd"]]
+            worker = spawn(vault, *args)
+        elif name == "PreCompact" and outcome.get("path"):
+            worker = spawn(vault, "sync")
+        telemetry.record(vault, {"event": "hook", "hook": name, "agent": agent, "session": event.get("session_id"),
+                                 "capture": outcome, "worker_pid": worker})
+        return None
+    return None
+
+
+def run(agent: str, vault_arg: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None,
+        handler: Callable[..., dict[str, Any] | None] = handle) -> int:
+    """Read one event from stdin, handle it under a hard deadline, print the reply; always 0."""
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    limit = _deadline()
+    result: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            raw = stdin.read(4 * 1024 * 1024)
+            event = json.loads(raw) if raw.strip() else {}
+            if not isinstance(event, dict):
+                return
+            vault = _vault(vault_arg)
+            if vault is None:
+                return
+            result["out"] = handler(event, vault, agent, limit)
+        except Exception as exc:  # noqa: BLE001 - a hook never fails the agent
+            print(f"memory-hub hook: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(limit + 2.0)  # UserPromptSubmit budgets itself; saves get a little more
+    out = result.get("out")
+    if out:
+        try:
+            stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+            stdout.flush()
+        except OSError:
+            pass
+    return 0
