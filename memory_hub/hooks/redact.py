@@ -57,7 +57,7 @@ def redact(text: str) -> str:
 
     def assignment(m: re.Match[str]) -> str:
         value = m.group("qvalue") or m.group("value") or ""
-        if _PLACEHOLDER.match(value) or "REDACTED" in value or value.lower().startswith(("bearer", "basic")):
+        if _PLACEHOLDER.match(value.rstrip(".)]")) or "REDACTED" in value or value.lower().startswith(("bearer", "basic")):
             return m.group(0)
         quote = m.group("quote") or ""
         return f"{m.group('name')}{m.group('sep')}{quote}[REDACTED:secret]{quote}"

@@ -464,8 +464,12 @@ def classify(prompt: str, index: RecallIndex, prototypes: _Prototypes | None = N
 HybridSearch = Callable[[str, int, str | None], list[tuple[str, bool]]]
 
 
-def store_search(vault: Path) -> HybridSearch:
-    """The retrieval issue's hybrid search (``search.search``) over the SQLite index."""
+def store_search(vault: Path, mode: str = "lexical") -> HybridSearch:
+    """The retrieval issue's search (``search.search``) over the SQLite index, in-process.
+
+    ``lexical`` by default: a cold hook process cannot afford to load the embedding model on the
+    prompt's critical path; the warm server fuses with its full hybrid searcher instead.
+    """
     state: dict[str, Any] = {}
 
     def run(query: str, k: int, prefix: str | None) -> list[tuple[str, bool]]:
@@ -475,7 +479,7 @@ def store_search(vault: Path) -> HybridSearch:
 
         if "store" not in state:
             state["store"] = Store(vault)
-        result = search(state["store"], query[:1000], k=k, filters=Filters(path_prefix=prefix))
+        result = search(state["store"], query[:1000], k=k, filters=Filters(path_prefix=prefix), mode=mode)
         return [(h.path, h.exact) for h in result.hits]
 
     return run

@@ -55,6 +55,25 @@ def bump(vault: Path, rel: str, key: str, by: int = 1) -> int:
         full = safe_path(vault, rel)
     except OutsideVault as exc:
         raise CounterError(str(exc)) from None
+    with _writer_lock(vault):
+        return _bump_locked(vault, rel, full, key, by)
+
+
+@contextlib.contextmanager
+def _writer_lock(vault: Path) -> Iterator[None]:
+    """Counter writers from every process take turns: read-check-replace is not atomic by itself."""
+    folder = index_dir(vault)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / "counters.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _bump_locked(vault: Path, rel: str, full: Path, key: str, by: int) -> int:
     for _ in range(_RETRIES):
         try:
             mtime = full.stat().st_mtime_ns
