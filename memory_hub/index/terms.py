@@ -98,11 +98,21 @@ _IDENT_SHAPE = re.compile(
 _VERSION = re.compile(r"^\d+(?:\.\d+){1,3}$")
 
 
+_IDENT_MARK = re.compile(r"_|\d|[a-z][A-Z]|[A-Z]{2,}[-.:/]|[-.:/][A-Z]{2,}")
+
+
 def is_identifier(token: str) -> bool:
-    """Tokens a person means literally: error codes, snake_case, versions, ticket ids."""
+    """Tokens a person means literally: error codes, snake_case, versions, ticket ids.
+
+    Plain hyphenated words (``long-term``, ``blue-green``) are prose, not identifiers: pinning every
+    note that contains them cost SciFact 0.01 nDCG. An identifier needs a mark a word never has:
+    an underscore, a digit, camelCase, or an upper-case part joined by ``-``/``.``/``:``/``/``.
+    """
     if len(token) < 3 and not re.search(r"\d", token):
         return False
-    return bool(_IDENT_SHAPE.match(token) or _VERSION.match(token))
+    if _VERSION.match(token):
+        return True
+    return bool(_IDENT_SHAPE.match(token) and _IDENT_MARK.search(token))
 
 
 def _dedupe(items: list[str]) -> list[str]:

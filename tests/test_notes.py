@@ -1,0 +1,72 @@
+"""The note model: title/description fallbacks, tags, aliases, kinds from folders, problems."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_hub.vault.notes import infer_kind, parse_note
+
+
+def test_title_fallbacks() -> None:
+    assert parse_note("a/b.md", "---\ntitle: From YAML\n---\n# Heading\n").title == "From YAML"
+    assert parse_note("a/b.md", "intro\n\n# The **H1** [[x|link]]\n").title == "The H1 link"
+    assert parse_note("a/b.md", "## only h2\n\ntext\n").title == "b"
+    assert parse_note("a/b.md", "```\n# not a heading\n```\n").title == "b"
+
+
+def test_description_fallbacks() -> None:
+    assert parse_note("n.md", "---\ndescription: Said so.\n---\nBody para.\n").description == "Said so."
+    text = "# T\n\n> a quote\n\n```\ncode only\n```\n\n| t | a |\n\nFirst *real* paragraph with [[link|words]].\n\nSecond.\n"
+    assert parse_note("n.md", text).description == "First real paragraph with words."
+    long = "# T\n\n" + " ".join(["word"] * 200) + "\n"
+    desc = parse_note("n.md", long).description
+    assert len(desc) <= 241 and desc.endswith("…")
+    assert parse_note("n.md", "# Only a title\n").description == ""
+
+
+def test_tags_from_list_string_and_inline_outside_code() -> None:
+    text = "---\ntags: [alpha, '#beta']\n---\nSee #inline and #nested/tag, #日本語タグ.\n`#incode` #123 a#b\n```\n#fenced\n```\n"
+    note = parse_note("n.md", text)
+    assert note.tags == ["alpha", "beta", "inline", "nested/tag", "日本語タグ"]
+    assert parse_note("n.md", "---\ntags: one, two\n---\n").tags == ["one", "two"]
+    assert parse_note("n.md", "---\ntags: solo\n---\n").tags == ["solo"]
+    assert parse_note("n.md", "---\ntags: Alpha\n---\n#alpha\n").tags == ["Alpha"]  # deduped, case-insensitive
+
+
+def test_aliases_scope_and_dates() -> None:
+    note = parse_note("n.md", "---\naliases: [One, Two]\nscope: Work\ncreated: 2026-05-01\ndue: 2026-06-01\n---\n")
+    assert note.aliases == ["One", "Two"] and note.scope == "work"
+    assert note.dates == {"created": "2026-05-01", "due": "2026-06-01"} and note.date == "2026-05-01"
+    assert parse_note("n.md", "---\nalias: Single\n---\n").aliases == ["Single"]
+
+
+@pytest.mark.parametrize("path,declared,kind", [
+    ("topic.md", None, "knowledge"),
+    ("inbox/x.md", None, "capture"),
+    ("learnings/2026-05-02-x.md", None, "capture"),
+    ("decisions/dec-1.md", None, "decision"),
+    ("runbooks/r.md", None, "runbook"),
+    ("trackers/t.md", None, "tracker"),
+    ("daily/2026-05-07.md", None, "daily"),
+    ("2026-05-07.md", None, "daily"),
+    ("templates/knowledge.md", None, "template"),
+    ("work/Runbooks/x.md", None, "runbook"),
+    ("attachments/pic.svg", None, "attachment"),
+    ("inbox/x.md", "decision", "decision"),  # frontmatter wins
+    ("x.md", "ADR", "decision"),  # synonyms
+    ("x.md", "nonsense", "knowledge"),
+])
+def test_kinds(path: str, declared: str | None, kind: str) -> None:
+    assert infer_kind(path, declared) == kind
+
+
+def test_broken_yaml_still_a_note_from_its_body() -> None:
+    note = parse_note("runbooks/r.md", "---\ntitle: [broken\n---\n# Real title\n\nText with [[link]] and #tag.\n")
+    assert note.problems and note.title == "Real title" and note.kind == "runbook"
+    assert [link.target for link in note.links] == ["link"] and note.tags == ["tag"]
+
+
+def test_unranked_kinds() -> None:
+    assert not parse_note("daily/2026-01-01.md", "x").ranked
+    assert not parse_note("templates/t.md", "x").ranked
+    assert parse_note("t.md", "x").ranked
