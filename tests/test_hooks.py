@@ -1,0 +1,239 @@
+"""Agent hooks end to end: real processes, a real unix socket, real transcripts and settings files."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memory_hub.eval import telemetry
+from memory_hub.hooks import claude_code
+from memory_hub.hooks.codex import read_paths
+from memory_hub.hooks.install import install
+from memory_hub.retrieval import session
+from memory_hub.server import local_socket
+from memory_hub.vault import frontmatter
+
+REPO = Path(__file__).resolve().parent.parent
+PROMPT = "how do we rotate the TLS certificate on the legacy nginx VMs?"
+
+
+def hook(vault: Path | None, event: object, agent: str = "claude-code", raw: str | None = None,
+         env: dict | None = None) -> subprocess.CompletedProcess:
+    args = [sys.executable, "-m", "memory_hub.cli"] + (["--vault", str(vault)] if vault else []) + ["hook", agent]
+    data = raw if raw is not None else json.dumps(event)
+    return subprocess.run(args, input=data, capture_output=True, text=True, timeout=30, cwd=REPO,
+                          env={**__import__("os").environ, **(env or {})})
+
+
+def recalls(vault: Path) -> list[dict]:
+    return [e for e in telemetry.events(vault) if e.get("event") == "recall"]
+
+
+def test_prompt_cold_in_process(template_vault) -> None:
+    vault, _ = template_vault
+    out = io.StringIO()
+    event = {"hook_event_name": "UserPromptSubmit", "session_id": "c1", "prompt": PROMPT, "cwd": str(vault)}
+    assert claude_code.run("claude-code", str(vault), io.StringIO(json.dumps(event)), out) == 0
+    reply = json.loads(out.getvalue())
+    ctx = reply["hookSpecificOutput"]["additionalContext"]
+    assert reply["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    assert ctx.startswith("<vault-memory>\nm=") and "runbooks/tls-certificate-rotation.md" in ctx
+    last = recalls(vault)[-1]
+    assert last["served_by"] == "cold" and last["fallback"].startswith("no-server")
+
+
+def test_prompt_warm_over_the_socket_from_a_real_hook_process(template_vault) -> None:
+    from memory_hub.server.state import ServerState
+
+    vault, _ = template_vault
+    state = ServerState.open(vault)
+    handle = local_socket.start(state)
+    try:
+        assert local_socket.request(vault, {"op": "ping"})["ok"]
+        proc = hook(vault, {"hook_event_name": "UserPromptSubmit", "session_id": "w1", "prompt": PROMPT})
+        assert proc.returncode == 0, proc.stderr
+        ctx = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert "tls-certificate-rotation.md" in ctx
+        assert recalls(vault)[-1]["served_by"] == "warm"
+        # the same session is not shown the same notes twice, warm or cold
+        again = hook(vault, {"hook_event_name": "UserPromptSubmit", "session_id": "w1", "prompt": PROMPT})
+        assert "tls-certificate-rotation.md" not in again.stdout
+        bad = local_socket.request(vault, {"op": "recall", "prompt": 5})
+        assert bad == {"ok": False, "error": "prompt must be a string"}
+        with pytest.raises(RuntimeError):
+            local_socket.start(state)  # a live server on the same vault is left alone
+    finally:
+        handle.close()
+    assert not local_socket.socket_path(vault).exists()
+    assert local_socket.request(vault, {"op": "ping"}) is None
+
+
+@pytest.mark.parametrize("raw", ["not json", "", "[1, 2]", '{"hook_event_name": "UserPromptSubmit", "prompt": 7}'])
+def test_bad_input_exits_zero_quietly(template_vault, raw: str) -> None:
+    vault, _ = template_vault
+    proc = hook(vault, None, raw=raw)
+    assert proc.returncode == 0 and proc.stdout == ""
+
+
+def test_missing_vault_exits_zero(tmp_path: Path) -> None:
+    proc = hook(tmp_path / "nope", {"hook_event_name": "UserPromptSubmit", "prompt": PROMPT})
+    assert proc.returncode == 0 and proc.stdout == ""
+
+
+def test_hard_deadline(monkeypatch) -> None:
+    monkeypatch.setenv(claude_code.DEADLINE_ENV, "0.3")
+
+    def slow(*_a, **_k):
+        time.sleep(10)
+        return {"never": True}
+
+    t0 = time.monotonic()
+    out = io.StringIO()
+    assert claude_code.run("claude-code", None, io.StringIO("{}"), out, handler=slow) == 0
+    assert time.monotonic() - t0 < 3.0 and out.getvalue() == ""
+
+
+def test_read_tool_counts_an_access_only_inside_the_vault(template_vault, tmp_path) -> None:
+    vault, _ = template_vault
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("---\ntitle: x\n---\nbody\n", encoding="utf-8")
+
+    def count() -> int:
+        return frontmatter.parse((vault / "runbooks/db-failover.md").read_text(encoding="utf-8")).data["access_count"]
+
+    before = count()
+    for path, cwd in ((str(vault / "runbooks/db-failover.md"), "/"), ("runbooks/db-failover.md", str(vault)),
+                      (str(outside), "/"), (str(vault / ".memory_hub/x.md"), "/")):
+        claude_code.handle({"hook_event_name": "PostToolUse", "tool_name": "Read", "cwd": cwd,
+                            "tool_input": {"file_path": path}}, vault)
+    claude_code.handle({"hook_event_name": "PostToolUse", "tool_name": "Grep",
+                        "tool_input": {"file_path": str(vault / "runbooks/db-failover.md")}}, vault)
+    assert count() == before + 2
+    assert outside.read_text(encoding="utf-8") == "---\ntitle: x\n---\nbody\n"
+
+
+def test_codex_shell_reads_count(template_vault) -> None:
+    from memory_hub.hooks import codex
+
+    assert read_paths("cat runbooks/db-failover.md | head -5 && rg foo x.md") == ["runbooks/db-failover.md"]
+    assert read_paths("sed -n '1,80p' 'auth-flow.md'") == ["auth-flow.md"]
+    vault, _ = template_vault
+    codex.handle({"hook_event_name": "PostToolUse", "tool_name": "Bash", "cwd": str(vault),
+                  "tool_input": {"command": "cat auth-flow.md"}}, vault)
+    assert frontmatter.parse((vault / "auth-flow.md").read_text(encoding="utf-8")).data["access_count"] == 1
+
+
+def _write_transcript(path: Path, turns: int, secret: bool = True) -> None:
+    lines = []
+    for i in range(turns):
+        lines.append({"type": "user", "message": {"role": "user", "content": f"question {i} about the deploy pipeline"}})
+        text = f"Answer {i}: the deploy pipeline runs apply_secrets before the idle color scales up. " * 3
+        if secret and i == 0:
+            text += " Use OPENAI_API_KEY=sk-proj-Abcdefghijklmnopqrstuvwxyz0123456789 and https://bob:hunter2pw@git.example.com/x"
+        lines.append({"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "text", "text": text},
+            {"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"file_path": "deploy-step-apply-secrets.md"}}]}})
+    with open(path, "a", encoding="utf-8") as fh:
+        for item in lines:
+            fh.write(json.dumps(item) + "\n")
+
+
+def test_stop_saves_a_redacted_capture_and_updates_it(template_vault, tmp_path) -> None:
+    vault, _ = template_vault
+    transcript = tmp_path / "t.jsonl"
+    _write_transcript(transcript, 3)
+    event = {"hook_event_name": "Stop", "session_id": "abcdef123456", "transcript_path": str(transcript), "cwd": str(vault)}
+    claude_code.handle(event, vault)
+    rel = session.load(vault, "abcdef123456")["capture"]["path"]
+    assert rel.startswith("inbox/")
+    text = (vault / rel).read_text(encoding="utf-8")
+    assert "sk-proj-Abcdef" not in text and "hunter2pw" not in text and "[REDACTED:" in text
+    data = frontmatter.parse(text).data
+    assert data["kind"] == "capture" and data["session"] == "abcdef123456"
+    claude_code.handle(event, vault)  # nothing new: no rewrite
+    assert (vault / rel).read_text(encoding="utf-8") == text
+    _write_transcript(transcript, 1, secret=False)
+    claude_code.handle(event, vault)  # same segment: the same note grows
+    assert session.load(vault, "abcdef123456")["capture"]["path"] == rel
+    assert (vault / rel).read_text(encoding="utf-8") != text
+    (vault / rel).write_text((vault / rel).read_text(encoding="utf-8") + "\nmy own edit\n", encoding="utf-8")
+    _write_transcript(transcript, 1, secret=False)
+    claude_code.handle(event, vault)  # a person edited it: left alone, a new note instead
+    assert "my own edit" in (vault / rel).read_text(encoding="utf-8")
+    assert session.load(vault, "abcdef123456")["capture"]["path"] != rel
+
+
+def test_session_end_hands_judging_to_a_detached_worker(template_vault, tmp_path) -> None:
+    vault, _ = template_vault
+    session.update(vault, "end-1", injected=[{"path": "deploy-step-apply-secrets.md", "title": "The apply_secrets deploy step",
+                                              "description": "What apply_secrets does"}])
+    transcript = tmp_path / "t.jsonl"
+    _write_transcript(transcript, 2)
+    before = frontmatter.parse((vault / "deploy-step-apply-secrets.md").read_text(encoding="utf-8")).data["useful_count"]
+    t0 = time.monotonic()
+    proc = hook(vault, {"hook_event_name": "SessionEnd", "session_id": "end-1", "transcript_path": str(transcript),
+                        "cwd": str(vault)}, env={"MEMORY_HUB_LLM_URL": ""})
+    assert proc.returncode == 0
+    assert time.monotonic() - t0 < 10
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not session.load(vault, "end-1").get("judged"):
+        time.sleep(0.2)
+    assert session.load(vault, "end-1").get("judged") == ["deploy-step-apply-secrets.md"]
+    after = frontmatter.parse((vault / "deploy-step-apply-secrets.md").read_text(encoding="utf-8")).data["useful_count"]
+    assert after == before + 1  # the assistant read the file (Read tool) and quoted it
+
+
+def test_install_hooks_is_idempotent_and_keeps_other_hooks(tmp_path) -> None:
+    project = tmp_path / "proj"
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    mine = {"type": "command", "command": "echo mine"}
+    settings.write_text(json.dumps({"model": "x", "hooks": {"UserPromptSubmit": [{"hooks": [mine]}],
+                                                            "PreToolUse": [{"matcher": "Bash", "hooks": [mine]}]}}))
+    first = install("claude-code", project=project)
+    text1 = settings.read_text()
+    second = install("claude-code", project=project)
+    assert first["changed"] and not second["changed"] and settings.read_text() == text1
+    data = json.loads(text1)
+    assert data["model"] == "x" and data["hooks"]["PreToolUse"] == [{"matcher": "Bash", "hooks": [mine]}]
+    ups = data["hooks"]["UserPromptSubmit"]
+    assert ups[0] == {"hooks": [mine]}
+    ours = [h for g in ups for h in g["hooks"] if "memory_hub.cli" in h["command"]]
+    assert len(ours) == 1 and ours[0]["command"].endswith("hook claude-code")
+    assert [g["matcher"] for g in data["hooks"]["PostToolUse"]] == ["Read"]
+    for event in ("PreCompact", "Stop", "SessionEnd"):
+        assert len(data["hooks"][event]) == 1
+
+
+def test_install_hooks_cli_refuses_broken_json(tmp_path) -> None:
+    project = tmp_path / "proj"
+    (project / ".codex").mkdir(parents=True)
+    broken = project / ".codex" / "hooks.json"
+    broken.write_text("{not json")
+    proc = subprocess.run([sys.executable, "-m", "memory_hub.cli", "install-hooks", "codex", "--project", str(project)],
+                          capture_output=True, text=True, cwd=REPO, timeout=30)
+    assert proc.returncode == 1 and "not valid JSON" in proc.stderr
+    assert broken.read_text() == "{not json"
+    broken.unlink()
+    proc = subprocess.run([sys.executable, "-m", "memory_hub.cli", "install-hooks", "codex", "--project", str(project),
+                           "--json"], capture_output=True, text=True, cwd=REPO, timeout=30)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["changed"]
+    assert "UserPromptSubmit" in json.loads(broken.read_text())["hooks"]
+
+
+def test_recall_and_stats_commands(template_vault) -> None:
+    vault, _ = template_vault
+    base = [sys.executable, "-m", "memory_hub.cli", "--vault", str(vault)]
+    proc = subprocess.run(base + ["recall", "DB フェイルオーバー の手順", "--json"], capture_output=True, text=True,
+                          cwd=REPO, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["injected"][0] == "runbooks/db-failover.md" and data["tokens"] <= 1200
+    stats = subprocess.run(base + ["stats", "--json"], capture_output=True, text=True, cwd=REPO, timeout=30)
+    assert json.loads(stats.stdout)["served_by"] == {"cli": 1}
