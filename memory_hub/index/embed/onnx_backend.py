@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -200,7 +199,6 @@ class OnnxEmbedder:
         self.dim: int = int(dim)
         version = s["version"] or _file_digest(folder / "model.onnx")
         self.identity = EmbedderIdentity(str(s["model"]), str(version), str(s["backend"]))
-        self._lock = threading.Lock()
 
     # -- internals -----------------------------------------------------------
     def _encode_batch(self, full_texts: list[str]) -> list[_Enc]:
