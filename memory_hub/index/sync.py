@@ -78,6 +78,18 @@ def on_change(listener: ChangeListener) -> ChangeListener:
     return listener
 
 
+# A file modified this recently may be modified again within the same mtime tick and size, which
+# a stat comparison could not see ("racy" files, as git calls them). Such files are stored with
+# mtime 0, so the next sync re-hashes them instead of trusting the stat.
+RACY_WINDOW_NS = 2_000_000_000
+
+
+def _trusted(stat: FileStat) -> FileStat:
+    if time.time_ns() - stat.mtime_ns < RACY_WINDOW_NS:
+        return FileStat(stat.path, 0, stat.size)
+    return stat
+
+
 def _attachment_note(stat: FileStat) -> Note:
     name = stat.path.rsplit("/", 1)[-1]
     return Note(path=stat.path, title=name, description="", kind=ATTACHMENT)
@@ -86,6 +98,7 @@ def _attachment_note(stat: FileStat) -> Note:
 def _upsert(store: Store, note: Note, stat: FileStat, digest: str, resolver: graph.Resolver | None,
             old_path: str | None = None) -> int:
     """Write one note (row, lexical rows, links, problems) in a single transaction."""
+    stat = _trusted(stat)
     with store.transaction() as conn:
         row = conn.execute("SELECT id, aliases FROM notes WHERE path = ?", (old_path or note.path,)).fetchone()
         aliases = json.dumps(note.aliases, ensure_ascii=False)
@@ -195,6 +208,14 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
         present = {f.path for f in files}
         missing = [p for p in known if p not in present]
 
+    # Problems of files that are gone (or that the walk now refuses) are stale.
+    stale = "DELETE FROM problems WHERE path NOT IN (SELECT value FROM json_each(?))"
+    with store.transaction() as c:
+        if only is None:
+            c.execute(stale, (json.dumps(sorted(present)),))
+        else:
+            c.execute(stale + " AND path IN (SELECT value FROM json_each(?))",
+                      (json.dumps(sorted(present)), json.dumps(sorted(wanted))))
     for skip in report.skipped:
         print(f"warning: {skip.path}: {skip.reason}", file=sys.stderr)
         _record_skip(store, skip)
@@ -225,7 +246,7 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
                 else:
                     with store.transaction() as c:
                         c.execute("UPDATE notes SET mtime_ns=?, size=?, hash=? WHERE path=?",
-                                  (st.mtime_ns, st.size, digest, st.path))
+                                  (_trusted(st).mtime_ns, st.size, digest, st.path))
                 continue
             try:
                 data = read_note_bytes(vault, st.path)
@@ -244,7 +265,8 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
             old = known.get(st.path)
             if old and old[2] == digest:
                 with store.transaction() as c:
-                    c.execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?", (st.mtime_ns, st.size, st.path))
+                    c.execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?",
+                              (_trusted(st).mtime_ns, st.size, st.path))
                 report.unchanged += 1
                 continue
             note = parse_note(st.path, text)
