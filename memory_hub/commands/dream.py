@@ -1,0 +1,47 @@
+"""CLI: dream [--dry-run] [--split] [--vectors auto|lexical|embed]."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from ..cli import CliError, _print_json, _vault
+
+
+def cmd_dream(args: argparse.Namespace) -> int:
+    from ..dream import DreamError, run_dream
+
+    vault = _vault(args)
+    try:
+        report = run_dream(vault, dry_run=args.dry_run, backend=args.vectors, split=args.split,
+                           use_llm=False if args.no_llm else None, max_links=args.max_links)
+    except DreamError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        _print_json(report.as_dict())
+        return 0
+    print(report.summary())
+    for step in report.steps:
+        for action in step.actions:
+            print(f"  {step.name}: {action}")
+        if step.name == "atomicity" and not step.actions:
+            for p in step.proposals:
+                print(f"  atomicity: proposed split of {p['path']} (cohesion {p['cohesion']}) before {p['split_before']!r}")
+        if step.commit:
+            print(f"  {step.name}: commit {step.commit[:10]} (revert with `git revert {step.commit[:10]}`)")
+        for skipped in step.skipped:
+            print(f"  {step.name}: skipped {skipped}")
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def register(add: Callable[..., argparse.ArgumentParser]) -> None:
+    p = add("dream", cmd_dream, "consolidation pass: promote captures, add links, merge duplicates (one commit per step)")
+    p.add_argument("--dry-run", action="store_true", help="plan every step, write nothing")
+    p.add_argument("--split", action="store_true", help="split multi-topic notes instead of only proposing it")
+    p.add_argument("--vectors", default=None, choices=["auto", "lexical", "embed"],
+                   help="text vectors: e5 embeddings or lexical TF-IDF (default auto)")
+    p.add_argument("--no-llm", action="store_true", help="do not use the LLM endpoint even when configured")
+    p.add_argument("--max-links", type=int, default=None, help="at most this many new links per pass (default 60)")

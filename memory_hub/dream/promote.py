@@ -1,0 +1,122 @@
+"""Promotion: each surviving cluster of captures becomes a knowledge note, or is folded into one.
+
+The captures are never deleted: each is marked ``status: processed`` with ``processed_into:
+"[[target]]"``, so the raw material stays findable and a later pass skips it. A new note lands at
+the vault root (where knowledge notes live) and cites every capture under ``## Sources``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections import Counter
+
+import numpy as np
+
+from ..vault.frontmatter import set_fields
+from ..vault.notes import KNOWLEDGE
+from ..vault.writer import unique_note_path
+from .corpus import Corpus, Doc, note_date
+from .edits import Edit, StepResult
+
+FOLD = {"lexical": 0.35, "embed": 0.55}  # a cluster this close to a knowledge note is folded into it
+EXCERPT = 1500
+
+_TITLE_NOISE = re.compile(r"\((?:braindump|capture|メモ)\)|^(?:学び|learning|braindump|capture|メモ)\s*[:：]\s*", re.I)
+
+
+def _clean_title(title: str) -> str:
+    title = _TITLE_NOISE.sub("", title).strip(" -:：")
+    return re.sub(r"^\d{4}-\d{2}-\d{2}[ -]*", "", title).strip() or title
+
+
+def _excerpt(doc: Doc) -> str:
+    body = doc.note.body.strip()
+    body = re.sub(r"\A#\s[^\n]*\n+", "", body)  # the capture's own H1
+    if len(body) > EXCERPT:
+        cut = body[:EXCERPT]
+        body = cut[: cut.rfind("\n")] if "\n" in cut else cut
+        body += "\n\n…"
+    return body.strip()
+
+
+def _processed(doc: Doc, target_stem: str, today: _dt.date) -> Edit:
+    text = set_fields(doc.text, {"status": "processed", "processed_into": f"[[{target_stem}]]",
+                                 "updated": today.isoformat()})
+    return Edit(doc.path, text, expected_mtime_ns=doc.mtime_ns)
+
+
+def new_note_text(title: str, members: list[Doc], today: _dt.date) -> str:
+    scope = Counter(d.note.scope or "work" for d in members).most_common(1)[0][0]
+    tags = [t for t, _ in Counter(t for d in members for t in d.note.tags
+                                  if t.lower() not in ("todo", "learning", "daily")).most_common(6)]
+    stems = [d.link for d in members]
+    description = f"{title}: consolidated from {len(members)} captures — " + "; ".join(
+        _clean_title(d.note.title) for d in members[:4])
+    lines = [f"# {title}", "", f"Consolidated by the dream pass on {today.isoformat()} from {len(members)} captures.", ""]
+    for d in members:
+        lines += [f"## {_clean_title(d.note.title)}", "", _excerpt(d), "", f"Source: [[{d.link}]]", ""]
+    lines += ["## Sources", ""] + [f"- [[{s}]] ({note_date(d).isoformat()})" for s, d in zip(stems, members, strict=True)]
+    body = "\n".join(lines) + "\n"
+    return set_fields(body, {"title": title, "description": description[:300], "kind": KNOWLEDGE, "scope": scope,
+                             "tags": tags, "created": today.isoformat(), "updated": today.isoformat(),
+                             "consolidated_from": [f"[[{s}]]" for s in stems]})
+
+
+def fold_text(target: Doc, members: list[Doc], today: _dt.date) -> str:
+    from .edits import append_to_section
+
+    text = target.text
+    for d in members:
+        block = [f"### {_clean_title(d.note.title)} ({note_date(d).isoformat()})", "", _excerpt(d), "",
+                 f"Source: [[{d.link}]]", ""]
+        text = append_to_section(text, "From captures", ["\n".join(block)])
+    try:
+        return set_fields(text, {"updated": today.isoformat()})
+    except ValueError:
+        return text
+
+
+def promote(corpus: Corpus, groups: list[list[str]], vectors: dict[str, np.ndarray], backend: str,
+            today: _dt.date) -> StepResult:
+    """Plan one new note or one fold per group of two or more ready captures."""
+    step = StepResult("promote")
+    knowledge = [p for p, d in corpus.docs.items()
+                 if d.note.kind == KNOWLEDGE and not corpus.is_hub(p) and p in vectors]
+    kmat = np.stack([vectors[p] for p in knowledge]) if knowledge else None
+    planned: set[str] = set()
+    for group in groups:
+        if len(group) < 2:
+            continue
+        members = [corpus.docs[p] for p in group]
+        centroid = np.mean([vectors[p] for p in group if p in vectors], axis=0)
+        norm = float(np.linalg.norm(centroid)) or 1.0
+        target = None
+        if kmat is not None:
+            sims = kmat @ (centroid / norm)
+            order = np.argsort(-sims)
+            for idx in order[:3]:
+                cand = knowledge[int(idx)]
+                if sims[idx] < FOLD[backend]:
+                    break
+                if corpus.writable(cand) and cand not in planned:
+                    target = cand
+                    break
+        if target is not None:
+            tdoc = corpus.docs[target]
+            step.edits.append(Edit(target, fold_text(tdoc, members, today), expected_mtime_ns=tdoc.mtime_ns))
+            stem = tdoc.link
+            step.actions.append(f"folded {len(members)} captures into {target}: " + ", ".join(d.stem for d in members))
+        else:
+            medoid = max(members, key=lambda d: float(np.dot(vectors.get(d.path, centroid), centroid)))
+            title = _clean_title(medoid.note.title)
+            rel = unique_note_path(corpus.vault, "", title)
+            while rel in planned:
+                rel = rel.removesuffix(".md") + "-x.md"
+            stem = rel.removesuffix(".md")
+            step.edits.append(Edit(rel, new_note_text(title, members, today), create=True))
+            step.actions.append(f"new note {rel} from {len(members)} captures: " + ", ".join(d.stem for d in members))
+            target = rel
+        planned.add(target)
+        step.edits.extend(_processed(d, stem, today) for d in members)
+    return step

@@ -1,0 +1,258 @@
+"""The dream pass: gate → cluster → promote → provenance → links → dedupe → atomicity → prune.
+
+Safe to run every hour: one pass at a time (a lock file), nothing while a merge or rebase is in
+progress, no note a person is editing (see ``corpus``), and every step that changes anything is a
+git commit of its own, so any step of any pass can be reverted. Most passes report "nothing".
+``dry_run`` plans every step against the current files and writes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..config import index_dir
+from ..vault.git import is_repo
+from . import corpus as corpus_mod
+from .atomicity import atomicity
+from .cluster import cluster
+from .dedupe import dedupe
+from .discover import discover
+from .edits import StepResult, apply
+from .gate import gate
+from .promote import promote
+from .provenance import provenance
+from .prune import prune
+from .vectors import Vectorizer
+
+EMBED_AUTO_MAX_NOTES = 400  # above this, "auto" uses lexical vectors unless the ONNX model is built
+
+
+class DreamError(RuntimeError):
+    """The pass cannot run (not a git repository, bad option); the message says what to do."""
+
+
+@dataclass
+class DreamReport:
+    dry_run: bool
+    backend: str
+    cluster_method: str = ""
+    steps: list[StepResult] = field(default_factory=list)
+    gate: dict[str, int] = field(default_factory=dict)
+    skipped: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def commits(self) -> list[str]:
+        return [s.commit for s in self.steps if s.commit]
+
+    @property
+    def nothing(self) -> bool:
+        return not any(s.actions for s in self.steps)
+
+    def summary(self) -> str:
+        if self.skipped:
+            return f"nothing: {self.skipped}"
+        parts = [f"{s.name} {len(s.actions)}" for s in self.steps if s.actions]
+        splits = [s for s in self.steps if s.name == "atomicity" and s.proposals and not s.actions]
+        if splits:
+            parts.append(f"{len(splits[0].proposals)} split(s) proposed (run with --split to apply)")
+        verb = "would do" if self.dry_run else "did"
+        return f"{verb}: " + (", ".join(parts) if parts else "nothing") + f" ({self.seconds:.1f}s, {self.backend} vectors)"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"dry_run": self.dry_run, "backend": self.backend, "cluster_method": self.cluster_method,
+                "summary": self.summary(), "skipped": self.skipped, "gate": self.gate,
+                "steps": [s.as_dict() for s in self.steps], "commits": self.commits,
+                "warnings": self.warnings, "seconds": round(self.seconds, 2),
+                "timings": {k: round(v, 2) for k, v in self.timings.items()}}
+
+
+@contextlib.contextmanager
+def _pass_lock(vault: Path) -> Iterator[bool]:
+    folder = index_dir(vault)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / "dream.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def choose_backend(requested: str, n_notes: int) -> str:
+    requested = (requested or "auto").lower()
+    if requested in ("lexical", "embed"):
+        return requested
+    if requested != "auto":
+        raise DreamError(f"unknown vector backend {requested!r}: use auto, lexical or embed")
+    from ..index.embed import available_backends
+
+    if available_backends().get("onnx") or n_notes <= EMBED_AUTO_MAX_NOTES:
+        return "embed"
+    return "lexical"
+
+
+_WIKILINK = re.compile(r"!?\[\[[^\]]*\]\]")
+
+
+def doc_text(doc: corpus_mod.Doc) -> str:
+    """What a note's vector is made of: title, description and the first 2,000 characters.
+
+    Wikilinks are left out: a link's target name would make a note look like whatever it links
+    to, which would make every existing link look strong to the pruning step.
+    """
+    return _WIKILINK.sub(" ", f"{doc.note.title}\n{doc.note.description}\n{doc.note.body[:2000]}")
+
+
+def cluster_text(doc: corpus_mod.Doc) -> str:
+    """What clustering compares: the title, the description and the opening of the body."""
+    return _WIKILINK.sub(" ", f"{doc.note.title}\n{doc.note.description}\n{doc.note.body[:400]}")
+
+
+def run_dream(vault: Path, dry_run: bool = False, *, backend: str | None = None, use_llm: bool | None = None,
+              split: bool = False, today: _dt.date | None = None, now: float | None = None,
+              max_links: int | None = None, steps: tuple[str, ...] | None = None) -> DreamReport:
+    """Run one pass and report what it did (or, with ``dry_run``, would do)."""
+    t_start = time.perf_counter()
+    vault = Path(vault)
+    today = today or _dt.date.today()
+    backend = backend or os.environ.get("MEMORY_HUB_DREAM_VECTORS", "auto")
+    if not dry_run and not is_repo(vault):
+        raise DreamError(f"{vault} is not a git repository; dream commits every change so it can be reverted "
+                         "(run `git init` there, or use --dry-run)")
+    if use_llm is None:
+        from ..capture.llm import configured
+
+        use_llm = configured() is not None
+    report = DreamReport(dry_run=dry_run, backend=backend)
+    wanted = set(steps or ("promote", "provenance", "links", "dedupe", "atomicity", "prune"))
+
+    if is_repo(vault):
+        from ..capture.autocommit import operation_in_progress
+
+        busy = operation_in_progress(vault)
+        if busy:
+            report.skipped = f"{busy} is in progress in the vault"
+            return report
+
+    with _pass_lock(vault) as got:
+        if not got:
+            report.skipped = "another dream pass is running"
+            return report
+        timings = report.timings
+        t = time.perf_counter()
+        corpus = corpus_mod.load(vault, now=now)
+        timings["load"] = time.perf_counter() - t
+        report.backend = backend = choose_backend(backend, len(corpus.docs))
+        t = time.perf_counter()
+        vectorizer = Vectorizer(backend, vault=vault)
+        vectorizer.fit([doc_text(d) for d in corpus.docs.values()])
+        timings["fit"] = time.perf_counter() - t
+
+        def note_vectors(c: corpus_mod.Corpus) -> dict[str, np.ndarray]:
+            paths = list(c.docs)
+            mat = vectorizer.vectors([doc_text(c.docs[p]) for p in paths])
+            return {p: mat[i] for i, p in enumerate(paths)}
+
+        t = time.perf_counter()
+        vectors = note_vectors(corpus)
+        timings["vectors"] = time.perf_counter() - t
+
+        def finish(step: StepResult, message: str) -> bool:
+            """Apply and commit a step; reload what later steps read when something changed."""
+            nonlocal corpus, vectors
+            report.steps.append(step)
+            if dry_run or not step.edits:
+                return False
+            step.commit = apply(vault, step, message)
+            if step.commit is None:
+                return False
+            corpus = corpus_mod.load(vault, now=now)
+            vectors = note_vectors(corpus)
+            return True
+
+        # 1. gate + cluster + promote
+        if "promote" in wanted:
+            t = time.perf_counter()
+            verdicts = gate(corpus, today)
+            ready = [v.path for v in verdicts if v.ok]
+            report.gate = {"ready": len(ready), "too_young": sum("younger" in v.reason for v in verdicts),
+                           "no_substance": sum(("link-only" in v.reason or "thin" in v.reason) for v in verdicts),
+                           "protected": sum(v.reason.startswith("protected") for v in verdicts)}
+            groups: list[list[str]] = []
+            if len(ready) >= 2:
+                titles = [corpus.docs[p].note.title for p in ready]
+                cvecs = vectorizer.vectors([cluster_text(corpus.docs[p]) for p in ready])
+                idx_groups, method, warnings = cluster(titles, cvecs, backend, use_llm=use_llm)
+                report.cluster_method = method
+                report.warnings += warnings
+                groups = [[ready[i] for i in g] for g in idx_groups]
+            step = promote(corpus, groups, vectors, backend, today)
+            step.proposals = [{"cluster": g} for g in groups if len(g) >= 2]
+            finish(step, "dream: promote captures\n\n" + "\n".join(step.actions))
+            timings["promote"] = time.perf_counter() - t
+        # 2. provenance
+        if "provenance" in wanted:
+            t = time.perf_counter()
+            step = provenance(corpus)
+            finish(step, "dream: add missing sources\n\n" + "\n".join(step.actions))
+            timings["provenance"] = time.perf_counter() - t
+        # 3. link discovery
+        if "links" in wanted:
+            t = time.perf_counter()
+            from .dedupe import THRESHOLD as DUPLICATE
+
+            step = discover(corpus, vectors, near_duplicate=DUPLICATE[backend],
+                            **({"max_links": max_links} if max_links is not None else {}))
+            finish(step, f"dream: link {len(step.actions)} related pair(s)\n\n" + "\n".join(step.actions))
+            timings["links"] = time.perf_counter() - t
+        # 4. clean-up: near-duplicates, atomicity, weak links
+        if "dedupe" in wanted:
+            t = time.perf_counter()
+            step = dedupe(corpus, vectors, backend)
+            finish(step, "dream: merge near-duplicates\n\n" + "\n".join(step.actions))
+            timings["dedupe"] = time.perf_counter() - t
+        if "atomicity" in wanted:
+            t = time.perf_counter()
+            step = atomicity(corpus, vectorizer, split=split, today=today)
+            finish(step, "dream: split multi-topic notes\n\n" + "\n".join(step.actions))
+            timings["atomicity"] = time.perf_counter() - t
+        if "prune" in wanted:
+            t = time.perf_counter()
+            step = prune(corpus, vectors, backend)
+            finish(step, "dream: prune weak links\n\n" + "\n".join(step.actions))
+            timings["prune"] = time.perf_counter() - t
+        vectorizer.save()
+    if not dry_run and report.commits:
+        _sync_index(vault, report)
+    report.seconds = time.perf_counter() - t_start
+    return report
+
+
+def _sync_index(vault: Path, report: DreamReport) -> None:
+    """Bring the index up to date with what the pass wrote (it is a cache; failure is only a warning)."""
+    try:
+        from ..index.sync import sync
+
+        sync(vault)
+    except Exception as exc:  # noqa: BLE001 - the vault changes are committed; the index can catch up
+        report.warnings.append(f"index not refreshed: {exc}")
