@@ -94,8 +94,12 @@ def dirty_paths(vault: Path) -> set[str]:
     return paths
 
 
-def load(vault: Path, now: float | None = None, recent_s: float = RECENT_EDIT_S) -> Corpus:
-    """Parse every note, build the resolved link graph and mark protected notes."""
+def load(vault: Path, now: float | None = None, recent_s: float = RECENT_EDIT_S,
+         own: set[str] | frozenset[str] = frozenset()) -> Corpus:
+    """Parse every note, build the resolved link graph and mark protected notes.
+
+    ``own`` are the paths this pass itself just wrote and committed: recent, but not a person's edit.
+    """
     now = now or time.time()
     corpus = Corpus(vault=vault)
     dirty = dirty_paths(vault)
@@ -115,7 +119,7 @@ def load(vault: Path, now: float | None = None, recent_s: float = RECENT_EDIT_S)
             protected = "template"
         elif note.kind == DAILY:
             protected = "daily note"
-        elif now - stat.mtime_ns / 1e9 < recent_s:
+        elif now - stat.mtime_ns / 1e9 < recent_s and stat.path not in own:
             protected = "edited in the last minutes"
         elif stat.path in dirty:
             protected = "has uncommitted changes"

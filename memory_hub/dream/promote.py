@@ -66,11 +66,9 @@ def new_note_text(title: str, members: list[Doc], today: _dt.date) -> str:
 def fold_text(target: Doc, members: list[Doc], today: _dt.date) -> str:
     from .edits import append_to_section
 
-    text = target.text
-    for d in members:
-        block = [f"### {_clean_title(d.note.title)} ({note_date(d).isoformat()})", "", _excerpt(d), "",
-                 f"Source: [[{d.link}]]", ""]
-        text = append_to_section(text, "From captures", ["\n".join(block)])
+    blocks = [f"### {_clean_title(d.note.title)} ({note_date(d).isoformat()})\n\n{_excerpt(d)}\n\n"
+              f"Source: [[{d.link}]]\n" for d in members]
+    text = append_to_section(target.text, "From captures", ["\n".join(blocks)])
     try:
         return set_fields(text, {"updated": today.isoformat()})
     except ValueError:

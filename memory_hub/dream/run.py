@@ -65,11 +65,12 @@ class DreamReport:
         if self.skipped:
             return f"nothing: {self.skipped}"
         parts = [f"{s.name} {len(s.actions)}" for s in self.steps if s.actions]
+        verb = "would do" if self.dry_run else "did"
+        text = f"{verb}: " + (", ".join(parts) if parts else "nothing")
         splits = [s for s in self.steps if s.name == "atomicity" and s.proposals and not s.actions]
         if splits:
-            parts.append(f"{len(splits[0].proposals)} split(s) proposed (run with --split to apply)")
-        verb = "would do" if self.dry_run else "did"
-        return f"{verb}: " + (", ".join(parts) if parts else "nothing") + f" ({self.seconds:.1f}s, {self.backend} vectors)"
+            text += f"; {len(splits[0].proposals)} split(s) proposed (run with --split to apply)"
+        return text + f" ({self.seconds:.1f}s, {self.backend} vectors)"
 
     def as_dict(self) -> dict[str, object]:
         return {"dry_run": self.dry_run, "backend": self.backend, "cluster_method": self.cluster_method,
@@ -177,6 +178,8 @@ def run_dream(vault: Path, dry_run: bool = False, *, backend: str | None = None,
         vectors = note_vectors(corpus)
         timings["vectors"] = time.perf_counter() - t
 
+        own: set[str] = set()
+
         def finish(step: StepResult, message: str) -> bool:
             """Apply and commit a step; reload what later steps read when something changed."""
             nonlocal corpus, vectors
@@ -186,7 +189,8 @@ def run_dream(vault: Path, dry_run: bool = False, *, backend: str | None = None,
             step.commit = apply(vault, step, message)
             if step.commit is None:
                 return False
-            corpus = corpus_mod.load(vault, now=now)
+            own.update(e.path for e in step.edits)
+            corpus = corpus_mod.load(vault, now=now, own=own)
             vectors = note_vectors(corpus)
             return True
 
