@@ -33,7 +33,7 @@ from ..config import index_dir
 from ..index.terms import STOPWORDS, is_identifier, normalize
 from ..vault.counters import recent_reads
 from ..vault.notes import UNRANKED_KINDS, parse_note
-from ..vault.walk import UnreadableNote, decode_note, read_note_bytes, walk
+from ..vault.walk import FileStat, OutsideVault, UnreadableNote, decode_note, read_note_bytes, safe_path, walk
 from .block import DEFAULT_BUDGET, Block, Entry, render
 
 LIGHT, TARGETED, GRAPH = "light", "targeted", "graph-overview"
@@ -236,7 +236,13 @@ class RecallIndex:
             known = self.data.files
             if only is not None:
                 wanted = set(only)
-                stats = [s for s in walk(self.vault) if s.path in wanted]
+                stats = []
+                for rel in sorted(wanted):
+                    try:
+                        st = safe_path(self.vault, rel).stat()
+                    except (OSError, OutsideVault):
+                        continue
+                    stats.append(FileStat(rel, st.st_mtime_ns, st.st_size))
                 seen = {s.path for s in stats}
                 gone = [p for p in wanted if p in known and p not in seen]
             else:
@@ -536,7 +542,7 @@ class Recaller:
     """Recall for one vault; hold one per process (the warm server keeps it for every prompt)."""
 
     def __init__(self, vault: Path, *, hybrid: HybridSearch | None | bool = True, embedder: Any = None,
-                 refresh_interval: float = 0.0) -> None:
+                 refresh_interval: float | None = 0.0) -> None:
         self.vault = Path(vault).resolve()
         self.index = RecallIndex(self.vault)
         self.index.load()
@@ -549,7 +555,12 @@ class Recaller:
         return self.index.refresh(deadline=deadline)
 
     def _maybe_refresh(self, deadline: float | None) -> None:
-        if not self.index.data.files or time.monotonic() - self.index.last_refresh >= self.refresh_interval:
+        """A stat walk per prompt in a cold process; in a warm one only every ``refresh_interval``
+        seconds (``None``: never on the prompt path, because a watcher feeds ``index.refresh(only=…)``)."""
+        if not self.index.data.files or not self.index.last_refresh:
+            self.index.refresh(deadline=deadline)
+        elif self.refresh_interval is not None and (
+                time.monotonic() - self.index.last_refresh >= self.refresh_interval):
             self.index.refresh(deadline=deadline)
 
     def _recent_reads(self) -> dict[str, float]:
@@ -684,10 +695,19 @@ def _state_search(state: Any) -> HybridSearch:
 
 def recaller_for_state(state: Any) -> Recaller:
     """The server's long-lived Recaller (parked in ``state.extras``), fused with its searcher."""
-    recaller = state.extras.get("recaller")
-    if recaller is None:
-        recaller = Recaller(state.vault, hybrid=_state_search(state), refresh_interval=1.0)
-        state.extras["recaller"] = recaller
+    with _state_lock:
+        recaller = state.extras.get("recaller")
+        if recaller is None:
+            # With a watcher, every sync it runs tells recall which files changed, so prompts never
+            # pay for a stat walk; without one, a walk at most every few seconds.
+            watched = getattr(state, "watcher", None) is not None
+            recaller = Recaller(state.vault, hybrid=_state_search(state),
+                                refresh_interval=None if watched else 5.0)
+            if watched:
+                from ..index.sync import on_change
+
+                on_change(_listener(recaller))
+            state.extras["recaller"] = recaller
     if recaller.prototypes is None and state.models_ready.is_set() and os.environ.get("MEMORY_HUB_RECALL_EMBED"):
         embedder = getattr(state.searcher, "embedder", None)
         if embedder is not None:
@@ -696,6 +716,22 @@ def recaller_for_state(state: Any) -> Recaller:
             except Exception:  # noqa: BLE001 - the embedding only breaks ties
                 pass
     return recaller
+
+
+_state_lock = threading.Lock()
+
+
+def _listener(recaller: Recaller) -> Callable[[Any, Any], None]:
+    def changed(store: Any, report: Any) -> None:
+        if Path(store.vault).resolve() != recaller.vault:
+            return
+        paths = [*report.added, *report.updated, *report.deleted, *(p for pair in report.renamed for p in pair)]
+        try:
+            recaller.index.refresh(only=paths)
+        except Exception:  # noqa: BLE001 - a failed update is caught by the next full refresh
+            recaller.index.last_refresh = 0.0
+
+    return changed
 
 
 def recall_for_server(state: Any, prompt: str, budget_tokens: int = DEFAULT_BUDGET) -> dict[str, Any]:

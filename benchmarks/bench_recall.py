@@ -1,0 +1,300 @@
+"""Recall on every prompt: hook round trip (warm and cold), block size, and recall quality.
+
+    python benchmarks/bench_recall.py [--runs 40] [--hook-runs 12] [--skip-locomo] [--locomo-limit N]
+
+1. **Latency on obsidian-hub** (copied to ``--work`` first; ../shared is never written):
+   recall-index build from nothing and warm restart; then, with a real server process holding the
+   hooks socket, the socket round trip (what a hook waits for) and the full hook *process* round
+   trip (``python -m memory_hub.cli hook claude-code``, interpreter start included); then the same
+   hook with no server (cold, in-process). Prompts are generated deterministically from note
+   titles: ordinary turns, prompts naming a note, and "how do X and Y relate" questions.
+2. **Block size**: tokens (cl100k) of every block served; the budget is 1,200.
+3. **Quality on LoCoMo**: every turn of every conversation is a note (``<conversation>/<turn>.md``),
+   questions are prompts, restricted to their own conversation; evidence recall@5 of the notes
+   recall injects, against the hybrid search's recall@5 (lexical in-process: the cold path's
+   search) and recall's own ranking without fusion. Also hit@5 on the starter vault's golden cases.
+
+Writes ``benchmarks/results/recall.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import DEFAULT_DATA, REPO, latency_summary, load_qrels, print_table, read_jsonl, write_result  # noqa: E402
+
+from memory_hub.config import INDEX_DIRNAME, index_dir  # noqa: E402
+from memory_hub.index.lexical import Filters  # noqa: E402
+from memory_hub.index.store import Store  # noqa: E402
+from memory_hub.index.sync import sync  # noqa: E402
+from memory_hub.retrieval.recall import Recaller, RecallIndex, store_search  # noqa: E402
+from memory_hub.retrieval.search import search  # noqa: E402
+from memory_hub.server import local_socket  # noqa: E402
+
+BUDGET = 1200
+
+
+def copy_vault(src: Path, dst: Path) -> Path:
+    if not dst.exists():
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns(INDEX_DIRNAME), symlinks=True)
+    return dst
+
+
+def make_prompts(index: RecallIndex, n: int, seed: int = 11) -> list[str]:
+    rng = random.Random(seed)
+    titles = sorted({info.title for info in index.data.notes.values()
+                     if info.kind not in ("daily", "template", "attachment") and 8 <= len(info.title) <= 80})
+    words = sorted({w for t in titles for w in re.findall(r"[A-Za-z]{5,}", t)})
+    prompts = []
+    for i in range(n):
+        shape = i % 4
+        if shape == 0:
+            a, b = rng.sample(words, 2)
+            prompts.append(f"I need to change how {a.lower()} works with {b.lower()} in this plugin, where do I start?")
+        elif shape == 1:
+            prompts.append(f"Summarize what we know about {rng.choice(titles)} and what to watch out for")
+        elif shape == 2:
+            prompts.append(f"How do {rng.choice(titles)} and {rng.choice(titles)} relate?")
+        else:
+            a, b, c = rng.sample(words, 3)
+            prompts.append(f"fix the bug where {a.lower()} breaks the {b.lower()} view after {c.lower()}")
+    return prompts
+
+
+def hook_process(vault: Path, prompt: str, session: str) -> tuple[float, dict[str, Any] | None]:
+    event = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": session, "prompt": prompt})
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "memory_hub.cli", "--vault", str(vault), "hook", "claude-code"],
+                          input=event, capture_output=True, text=True, timeout=60, cwd=REPO)
+    took = time.perf_counter() - t0
+    return took, (json.loads(proc.stdout) if proc.stdout.strip() else None)
+
+
+SERVER = """
+import sys, time
+from pathlib import Path
+from memory_hub.server.run import open_state
+state = open_state(Path(sys.argv[1]), watch=False, warm=False)
+print("ready", flush=True)
+time.sleep(3600)
+"""
+
+
+def latency(args: argparse.Namespace) -> dict[str, Any]:
+    src = Path(args.vault_src)
+    vault = copy_vault(src, Path(args.work) / src.name)
+    t0 = time.perf_counter()
+    report = sync(vault, progress=False)
+    sync_s = time.perf_counter() - t0
+    shutil.rmtree(index_dir(vault) / "recall", ignore_errors=True)
+    index = RecallIndex(vault)
+    t0 = time.perf_counter()
+    index.refresh()
+    build_s = time.perf_counter() - t0
+    restarts = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        warm = RecallIndex(vault)
+        warm.load()
+        warm.refresh()
+        restarts.append(time.perf_counter() - t0)
+    prompts = make_prompts(index, args.runs)
+    notes = len(index.data.notes)
+
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(vault)], cwd=REPO, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        local_socket.request(vault, {"op": "recall", "prompt": "warm up the recall index please"}, timeout=120)
+        socket_times, tokens, modes = [], [], {}
+        for i, prompt in enumerate(prompts * args.repeat):
+            t0 = time.perf_counter()
+            reply = local_socket.request(vault, {"op": "recall", "prompt": prompt, "session_id": f"bench-w{i}"},
+                                         timeout=10)
+            socket_times.append(time.perf_counter() - t0)
+            assert reply and reply.get("ok"), reply
+            tel = reply["telemetry"]
+            tokens.append(tel.get("tokens") or 0)
+            modes[tel.get("mode")] = modes.get(tel.get("mode"), 0) + 1
+        warm_hook = []
+        for i, prompt in enumerate(prompts[: args.hook_runs]):
+            took, out = hook_process(vault, prompt, f"bench-hw{i}")
+            warm_hook.append(took)
+    finally:
+        server.terminate()
+        server.wait(10)
+    cold_hook = []
+    for i, prompt in enumerate(prompts[: args.hook_runs]):
+        took, out = hook_process(vault, prompt, f"bench-hc{i}")
+        cold_hook.append(took)
+    served = [e.get("served_by") for e in _events(vault)][-len(prompts[: args.hook_runs]):]
+    return {
+        "vault": src.name, "notes": notes, "sync_seconds": round(sync_s, 2), "sync": report.summary(),
+        "recall_index_build_s": round(build_s, 2),
+        "recall_index_restart_s": round(statistics.median(restarts), 3),
+        "recall_index_bytes": index.path.stat().st_size,
+        "prompts": len(socket_times), "modes": modes,
+        "warm_socket": latency_summary(socket_times),
+        "warm_hook_process": latency_summary(warm_hook),
+        "cold_hook_process": latency_summary(cold_hook),
+        "cold_served_by": sorted(set(served)),
+        "block_tokens": {"p50": statistics.median(tokens), "max": max(tokens), "budget": BUDGET,
+                         "over_budget": sum(1 for t in tokens if t > BUDGET)},
+    }
+
+
+def _events(vault: Path) -> list[dict[str, Any]]:
+    from memory_hub.eval.telemetry import events
+
+    return [e for e in events(vault) if e.get("event") == "recall"]
+
+
+# -- LoCoMo ---------------------------------------------------------------------------------------
+
+def _note_path(doc_id: str) -> str:
+    sample, turn = doc_id.split(":", 1)
+    return f"{sample}/{turn.replace(':', '-')}.md"
+
+
+def build_locomo(data: Path, vault: Path) -> dict[str, str]:
+    """One note per turn; returns {note path: corpus id}."""
+    mapping = {}
+    fresh = not vault.exists()
+    for doc in read_jsonl(data / "corpus_turns.jsonl"):
+        rel = _note_path(doc["_id"])
+        mapping[rel] = doc["_id"]
+        if fresh:
+            path = vault / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            text = doc["text"].replace("[[", "[ [")
+            title = json.dumps(doc["title"], ensure_ascii=False)
+            path.write_text(f"---\ntitle: {title}\nkind: knowledge\n---\n\n{text}\n", encoding="utf-8")
+    return mapping
+
+
+def locomo(args: argparse.Namespace) -> dict[str, Any]:
+    data = Path(args.data) / "locomo"
+    vault = Path(args.work) / "locomo-turns"
+    mapping = build_locomo(data, vault)
+    sync(vault, progress=False)
+    store = Store(vault)
+    qrels = load_qrels(data / "qrels" / "turns.tsv")
+    queries = [q for q in read_jsonl(data / "queries.jsonl") if q["_id"] in qrels]
+    if args.locomo_limit:
+        queries = queries[: args.locomo_limit]
+    fused = Recaller(vault, hybrid=store_search(vault, "lexical"), refresh_interval=None)
+    alone = Recaller(vault, hybrid=False, refresh_interval=None)
+    fused.refresh()
+    alone.refresh()
+    systems: dict[str, list[float]] = {"hybrid search (lexical)": [], "recall alone": [],
+                                       "recall fused, k=5": [], "recall fused, as injected": []}
+    times: dict[str, list[float]] = {k: [] for k in systems}
+
+    def score(paths: list[str], qid: str) -> float:
+        rel = {d for d, g in qrels[qid].items() if g > 0}
+        got = {mapping.get(p) for p in paths[:5]}
+        return len(rel & got) / len(rel) if rel else 0.0
+
+    def run_system(name: str, prompt: str, prefix: str) -> list[str]:
+        if name == "hybrid search (lexical)":
+            return [h.path for h in search(store, prompt, k=5, filters=Filters(path_prefix=prefix), mode="lexical").hits]
+        if name == "recall alone":
+            return [n.path for n in alone.recall(prompt, k=5, fuse=False, prefix=prefix).notes]
+        if name == "recall fused, k=5":
+            return [n.path for n in fused.recall(prompt, k=5, prefix=prefix).notes]
+        block = fused.recall(prompt, prefix=prefix).block
+        return [e.path for e in block.included] if block else []
+
+    for q in queries:
+        prefix = q["metadata"]["sample_id"] + "/"
+        prompt = q["text"]
+        for name in systems:
+            t0 = time.perf_counter()
+            paths = run_system(name, prompt, prefix)
+            times[name].append(time.perf_counter() - t0)
+            systems[name].append(score(paths, q["_id"]))
+    rows = [{"system": name, "recall@5": round(sum(v) / len(v), 4), "p50_ms": latency_summary(times[name])["p50_ms"],
+             "queries": len(v)} for name, v in systems.items()]
+    return {"notes": len(mapping), "queries": len(queries), "rows": rows}
+
+
+def golden(args: argparse.Namespace) -> list[dict[str, Any]]:
+    import yaml
+
+    from memory_hub.config import template_dir
+
+    vault = Path(args.work) / "template-vault"
+    if vault.exists():
+        shutil.rmtree(vault)
+    shutil.copytree(template_dir(), vault)
+    sync(vault, progress=False)
+    store = Store(vault)
+    spec = yaml.safe_load((vault / "memory-hub-eval.yaml").read_text(encoding="utf-8"))
+    fused = Recaller(vault, refresh_interval=None)
+    alone = Recaller(vault, hybrid=False, refresh_interval=None)
+    rows = []
+    for name, fn in (
+        ("hybrid search (lexical)", lambda q: [h.path for h in search(store, q, k=5, mode="lexical").hits]),
+        ("recall alone", lambda q: [n.path for n in alone.recall(q, k=5, fuse=False).notes]),
+        ("recall fused", lambda q: [n.path for n in fused.recall(q, k=5).notes]),
+    ):
+        hits = [any(e in fn(c["query"]) for e in c["expect"]) for c in spec["cases"]]
+        rows.append({"system": name, "hit@5": round(sum(hits) / len(hits), 4), "cases": len(hits)})
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vault-src", default=str(DEFAULT_DATA / "vaults" / "obsidian-hub"))
+    parser.add_argument("--data", default=str(DEFAULT_DATA))
+    parser.add_argument("--work", default="/tmp/memory-hub-bench-recall")
+    parser.add_argument("--runs", type=int, default=40, help="distinct prompts for the warm socket")
+    parser.add_argument("--repeat", type=int, default=3, help="passes over the prompts (fresh sessions)")
+    parser.add_argument("--hook-runs", type=int, default=12, help="hook processes per warm/cold series")
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--skip-locomo", action="store_true")
+    parser.add_argument("--locomo-limit", type=int, default=0)
+    args = parser.parse_args()
+    Path(args.work).mkdir(parents=True, exist_ok=True)
+    os.environ.pop("MEMORY_HUB_LLM_URL", None)
+    result: dict[str, Any] = {"args": vars(args)}
+    if not args.skip_latency:
+        lat = latency(args)
+        result["latency"] = lat
+        print(f"\n## Hook round trip on {lat['vault']} ({lat['notes']} notes)")
+        print(f"recall index: build {lat['recall_index_build_s']} s from nothing, warm restart "
+              f"{lat['recall_index_restart_s']} s, {lat['recall_index_bytes'] / 1e6:.1f} MB; modes {lat['modes']}")
+        print_table([{"path": k, **lat[k]} for k in ("warm_socket", "warm_hook_process", "cold_hook_process")],
+                    ["path", "p50_ms", "p95_ms", "max_ms", "n"])
+        print(f"block tokens: p50 {lat['block_tokens']['p50']}, max {lat['block_tokens']['max']} "
+              f"(budget {BUDGET}, over budget: {lat['block_tokens']['over_budget']})")
+    golden_rows = golden(args)
+    result["golden"] = golden_rows
+    print("\n## Starter vault golden cases (hit@5)")
+    print_table(golden_rows, ["system", "hit@5", "cases"])
+    if not args.skip_locomo:
+        loc = locomo(args)
+        result["locomo"] = loc
+        print(f"\n## LoCoMo evidence recall@5 ({loc['queries']} questions, {loc['notes']} turn notes)")
+        print_table(loc["rows"], ["system", "recall@5", "p50_ms", "queries"])
+    path = write_result("recall", result)
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
