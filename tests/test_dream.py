@@ -8,7 +8,7 @@ import os
 import time
 
 import pytest
-from dream_vault import FILES, build, git, know, snapshot
+from test_dream_fixtures import FILES, build, git, know, snapshot
 
 from memory_hub.cli import main
 from memory_hub.dream import DreamError, run_dream

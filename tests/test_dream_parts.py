@@ -6,8 +6,8 @@ import datetime as dt
 import json
 
 import numpy as np
-from dream_vault import FILES, build, know
 from llm_stub import LLMStub
+from test_dream_fixtures import FILES, build, know
 
 from memory_hub.dream import run_dream
 from memory_hub.dream.cluster import cluster, partition_vectors, split_grab_bags
