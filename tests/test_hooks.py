@@ -237,3 +237,29 @@ def test_recall_and_stats_commands(template_vault) -> None:
     assert data["injected"][0] == "runbooks/db-failover.md" and data["tokens"] <= 1200
     stats = subprocess.run(base + ["stats", "--json"], capture_output=True, text=True, cwd=REPO, timeout=30)
     assert json.loads(stats.stdout)["served_by"] == {"cli": 1}
+
+
+def test_warm_recall_follows_the_watcher_without_a_walk_per_prompt(template_vault) -> None:
+    from memory_hub.retrieval.recall import recaller_for_state
+    from memory_hub.server.state import ServerState
+    from memory_hub.server.watcher import Watcher
+
+    vault, store = template_vault
+    state = ServerState.open(vault)
+    state.watcher = Watcher(state.vault, state.store).start()
+    try:
+        recaller = recaller_for_state(state)
+        assert recaller.refresh_interval is None  # prompts never stat the vault
+        recaller.refresh()
+        walked = recaller.index.last_refresh
+        (vault / "zanzibar-ferry-schedule.md").write_text(
+            "---\ntitle: Zanzibar ferry schedule\ndescription: When the ferries run\n---\n\nFerries leave at 7.\n",
+            encoding="utf-8")
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and "zanzibar-ferry-schedule.md" not in recaller.index.data.notes:
+            time.sleep(0.1)
+        result = recaller.recall("when does the zanzibar ferry leave in the morning")
+        assert result.notes and result.notes[0].path == "zanzibar-ferry-schedule.md"
+        assert recaller.index.last_refresh >= walked
+    finally:
+        state.watcher.stop()
