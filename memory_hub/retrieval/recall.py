@@ -38,7 +38,7 @@ from .block import DEFAULT_BUDGET, Block, Entry, render
 
 LIGHT, TARGETED, GRAPH = "light", "targeted", "graph-overview"
 MODES = (LIGHT, TARGETED, GRAPH)
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 
 # Field weights: a term in the title says the note is *about* it; in the body, only that it is mentioned.
 W_TITLE, W_ALIAS, W_STEM, W_TAG, W_DESC, W_BODY = 10.0, 8.0, 6.0, 5.0, 3.0, 1.0
@@ -49,6 +49,7 @@ PER_MODE_K = {LIGHT: 6, TARGETED: 8, GRAPH: 10}
 MIN_PROMPT_CHARS = 8
 RELATIVE_FLOOR = 0.08  # recall candidates below this share of the best score are dropped
 HYBRID_ONLY_TOP = 5  # a note only the hybrid search found must rank this high there
+RAW_TRANSCRIPT_FACTOR = 0.5  # saved transcript tails mention everything; curated notes should win
 
 # -- terms ----------------------------------------------------------------------------------------
 
@@ -121,6 +122,7 @@ class NoteInfo:
     links: list[str]  # normalised link targets (file stems)
     useful: int = 0
     access: int = 0
+    raw_transcript: bool = False  # a hook's saved transcript tail: uncurated, echoes past sessions
 
 
 @dataclass
@@ -164,6 +166,7 @@ def note_info(path: str, text: str) -> NoteInfo:
         title=note.title, description=note.description, kind=note.kind, weights=weights,
         names=list(dict.fromkeys(names)), links=list(dict.fromkeys(links)),
         useful=_count(note.frontmatter.get("useful_count")), access=_count(note.frontmatter.get("access_count")),
+        raw_transcript=str(note.frontmatter.get("source", "")).endswith("-hook") and "transcript" in note.tags,
     )
 
 
@@ -582,6 +585,8 @@ class Recaller:
         for path, (s, c) in scored.items():
             info = notes[path]
             boost = 1.0 + 0.25 * math.log1p(info.useful) + 0.05 * math.log1p(info.access)
+            if info.raw_transcript:
+                boost *= RAW_TRANSCRIPT_FACTOR
             read_at = recent.get(path)
             if read_at and now - read_at < 7 * 86400:
                 boost *= 1.0 + 0.2 * (1 - (now - read_at) / (7 * 86400))
