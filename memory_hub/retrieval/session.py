@@ -59,9 +59,7 @@ def _locked(path: Path) -> Iterator[None]:
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(str(path) + ".lock")
+        os.close(fd)  # the lock file stays: unlinking it would let two writers lock different inodes
 
 
 def update(vault: Path, session_id: str, **changes: Any) -> dict[str, Any]:
@@ -90,5 +88,6 @@ def prune(vault: Path, max_age_days: float = MAX_AGE_DAYS) -> int:
         with contextlib.suppress(OSError):
             if f.stat().st_mtime < cutoff:
                 f.unlink()
+                Path(str(f) + ".lock").unlink(missing_ok=True)
                 removed += 1
     return removed
