@@ -53,8 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     if args.job == "session-end":
         from ..eval.usefulness import judge_session
+        from ..retrieval.session import prune
 
         summary = judge_session(vault, args.session, args.transcript, args.cwd)
+        prune(vault)
         print(f"{stamp} judged session {args.session}: {len(summary['used'])}/{summary['injected']} used "
               f"({summary['judge']}; {summary['fallback'] or 'llm'})", flush=True)
     if args.job in ("session-end", "sync"):
