@@ -15,12 +15,13 @@ it is not the note's name.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..vault.notes import Note
-from .terms import QueryTerms, match_expression, quote, words_text
+from .terms import QueryTerms, match_expression, normalize, quote, words_text
 
 WEIGHTS = (10.0, 8.0, 5.0, 3.0, 1.0)
 _BM25_TRIGRAM = "bm25(fts_trigram, {})".format(", ".join(str(w) for w in WEIGHTS))
@@ -146,18 +147,52 @@ def search_words(conn: sqlite3.Connection, terms: QueryTerms, filters: Filters =
     return _and_then_or(conn, "fts_words", _BM25_WORDS, terms.words, terms.prefixes, filters, limit)
 
 
+def _token_pattern(identifier: str, flags: int) -> re.Pattern[str]:
+    """``identifier`` as a whole token: not glued to letters/digits, nor to a longer identifier
+    (``dec-0054`` inside ``dec-0054-use-lancedb`` is a file name, not a mention of DEC-0054)."""
+    return re.compile(r"(?<!\w)(?<!\w[-.:/])" + re.escape(identifier) + r"(?!\w)(?![-.:/]\w)", flags)
+
+
 def exact_matches(conn: sqlite3.Connection, identifiers: Sequence[str], filters: Filters = NO_FILTERS,
                   limit: int = 50) -> list[int]:
-    """Notes that contain every identifier verbatim (case-insensitive), best BM25 first."""
+    """Notes that contain every identifier, best first.
+
+    Candidates come from the FTS tables (case-insensitive substrings for 3+ characters, tokens for
+    shorter ones); then the text is checked. Notes where each identifier stands as a whole token
+    win, those with the exact letter case first; when no note has whole tokens, substring matches
+    are returned as they are, so ``apply_secret`` still finds ``apply_secrets``.
+    """
     long_ids = [i for i in identifiers if len(i) >= 3]
     short_ids = [i.lower() for i in identifiers if len(i) < 3]
+    pool = max(limit, 200)
     results: list[int] | None = None
     if long_ids:
-        results = [i for i, _ in _run(conn, "fts_trigram", _BM25_TRIGRAM, " AND ".join(quote(t) for t in long_ids), filters, limit)]
+        expr = " AND ".join(quote(t) for t in long_ids)
+        results = [i for i, _ in _run(conn, "fts_trigram", _BM25_TRIGRAM, expr, filters, pool)]
     if short_ids:
-        short = [i for i, _ in _run(conn, "fts_words", _BM25_WORDS, " AND ".join(quote(t) for t in short_ids), filters, limit)]
+        expr = " AND ".join(quote(t) for t in short_ids)
+        short = [i for i, _ in _run(conn, "fts_words", _BM25_WORDS, expr, filters, pool)]
         results = short if results is None else [i for i in results if i in set(short)]
-    return results or []
+    if not results:
+        return []
+    texts = {
+        int(r[0]): " \n ".join(r[1:])
+        for r in conn.execute(
+            "SELECT rowid, title, aliases, tags, description, body FROM fts_trigram "
+            "WHERE rowid IN (SELECT value FROM json_each(?))", (json.dumps(results),))
+    }
+    exact_case = [_token_pattern(normalize(i), 0) for i in identifiers]
+    any_case = [_token_pattern(normalize(i), re.IGNORECASE) for i in identifiers]
+    tiers: dict[int, int] = {}
+    for note_id in results:
+        text = normalize(texts.get(note_id, ""))
+        if all(p.search(text) for p in exact_case):
+            tiers[note_id] = 0
+        elif all(p.search(text) for p in any_case):
+            tiers[note_id] = 1
+    if not tiers:
+        return results[:limit]
+    return sorted(tiers, key=lambda i: (tiers[i], results.index(i)))[:limit]
 
 
 def body_of(conn: sqlite3.Connection, note_id: int) -> str:

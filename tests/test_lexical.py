@@ -1,0 +1,146 @@
+"""Lexical search on the starter vault: short terms, Japanese, identifiers, FTS syntax, fallbacks."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_hub.index import lexical
+from memory_hub.index.lexical import Filters
+from memory_hub.index.terms import analyze_query, is_identifier, match_expression, words_text
+from memory_hub.retrieval.search import QueryError, search
+
+
+@pytest.fixture(scope="module")
+def tvault(tmp_path_factory: pytest.TempPathFactory):
+    import shutil
+
+    from memory_hub.config import template_dir
+    from memory_hub.index.store import Store
+    from memory_hub.index.sync import sync
+
+    vault = tmp_path_factory.mktemp("lexical") / "vault"
+    shutil.copytree(template_dir(), vault)
+    store = Store(vault)
+    sync(vault, store=store)
+    return vault, store
+
+
+def paths(store, query: str, k: int = 10, **kw) -> list[str]:
+    return [h.path for h in search(store, query, k=k, mode="lexical", **kw).hits]
+
+
+@pytest.mark.parametrize("query,expected", [
+    ("S3", "incident-2026-05-s3-bucket-policy.md"),
+    ("Go", "go-service-conventions.md"),
+    ("認証", "認証エラーの切り分け.md"),
+    ("手順", "オンボーディング手順.md"),
+])
+def test_short_ascii_and_japanese_terms(tvault, query: str, expected: str) -> None:
+    _, store = tvault
+    got = paths(store, query)
+    assert expected in got[:3], got
+
+
+@pytest.mark.parametrize("ident,expected", [
+    ("ERR_CERT_AUTHORITY_INVALID", "incident-2026-03-expired-intermediate.md"),
+    ("DEC-0054", "decisions/dec-0054-use-lancedb-for-vectors.md"),
+    ("apply_secrets", "deploy-step-apply-secrets.md"),
+    ("2026.4.10", "release-2026-4-10.md"),
+])
+def test_exact_identifiers_rank_first(tvault, ident: str, expected: str) -> None:
+    _, store = tvault
+    # alone, and surrounded by words that other notes share more of
+    for query in (ident, f"certificate deploy secrets vectors {ident}", f"{ident} どうやって 認証"):
+        result = search(store, query, mode="lexical")
+        assert result.hits and result.hits[0].path == expected, (query, [h.path for h in result.hits])
+        assert result.hits[0].exact
+
+
+def test_identifier_shapes() -> None:
+    for tok in ("ERR_CERT_AUTHORITY_INVALID", "DEC-0054", "apply_secrets", "2026.4.10", "S3", "getUser"):
+        assert is_identifier(tok), tok
+    for tok in ("Go", "blue-green", "deploy", "long-term", "the"):
+        assert not is_identifier(tok), tok
+
+
+NASTY = ['"', '""', "'", "*", "-", ":", "^", "(", ")", "()", "AND", "OR", "NOT", "NEAR", "NEAR(a b)",
+         'say "hello', "a AND (b OR", "title:tls", "-deploy", "deploy*", "^start", "a NOT b", "col:val*",
+         "c++", "x' OR 1=1 --", "{title body}: tls", "\\", "%", "_", "🔥", "認証 AND エラー", "S3 OR Go"]
+
+
+@pytest.mark.parametrize("query", NASTY)
+def test_fts_syntax_in_queries_never_raises(tvault, query: str) -> None:
+    _, store = tvault
+    search(store, query, mode="lexical")  # must not raise
+
+
+def test_operator_words_are_data(tvault) -> None:
+    _, store = tvault
+    # "NOT" is a word here, not an operator: the TLS note still comes back
+    assert "tls-certificates.md" in paths(store, "TLS NOT certificates")
+    assert paths(store, '"tls-certificates"')  # quotes are text
+
+
+def test_empty_and_too_long_queries(tvault) -> None:
+    _, store = tvault
+    for bad in ("", "   "):
+        with pytest.raises(QueryError):
+            search(store, bad, mode="lexical")
+    with pytest.raises(QueryError):
+        search(store, "x" * 5000, mode="lexical")
+    result = search(store, "the of and", mode="lexical")  # only stopwords: searched as they are
+    assert isinstance(result.hits, list)
+
+
+def test_and_then_or_fallback(tvault) -> None:
+    _, store = tvault
+    conn = store.conn
+    terms = analyze_query("passkey zzzqqqnonexistent")
+    assert lexical._run(conn, "fts_words", lexical._BM25_WORDS, match_expression(terms.words, "AND"),
+                        lexical.NO_FILTERS, 10) == []
+    hits = lexical.search_words(conn, terms)
+    assert hits, "OR fallback found nothing"
+    # notes with every term come before notes with some
+    both = lexical.search_words(conn, analyze_query("passkey region"))
+    full = {i for i, _ in lexical._run(conn, "fts_words", lexical._BM25_WORDS,
+                                        match_expression(["passkey", "region"], "AND"), lexical.NO_FILTERS, 100)}
+    ranks = [i in full for i, _ in both]
+    assert ranks == sorted(ranks, reverse=True) and any(ranks) and not all(ranks)
+
+
+def test_unranked_kinds_stay_out_of_lexical_results_but_join_the_graph(tvault) -> None:
+    _, store = tvault
+    conn = store.conn
+    unranked = conn.execute("SELECT path, title FROM notes WHERE kind IN ('daily', 'template', 'attachment')").fetchall()
+    assert {r["path"].split("/")[0] for r in unranked} >= {"daily", "templates", "attachments"}
+    for row in unranked:
+        assert row["path"] not in paths(store, row["title"], k=50)
+    n = conn.execute("SELECT count(*) FROM fts_trigram WHERE rowid IN (SELECT id FROM notes WHERE ranked = 0)").fetchone()[0]
+    assert n == 0
+    linked = conn.execute(
+        "SELECT count(*) FROM links l JOIN notes n ON n.id = l.source_id WHERE n.kind = 'daily'").fetchone()[0]
+    assert linked > 0
+
+
+def test_filters(tvault) -> None:
+    _, store = tvault
+    got = paths(store, "certificate", k=50, filters=Filters(kinds=["runbook"]))
+    assert got and all(p.startswith("runbooks/") for p in got)
+    got = paths(store, "certificate", k=50, filters=Filters(path_prefix="inbox/"))
+    assert got and all(p.startswith("inbox/") for p in got)
+    assert paths(store, "certificate", filters=Filters(since="2999-01-01")) == []
+
+
+def test_full_width_and_case_normalisation(tvault) -> None:
+    _, store = tvault
+    assert paths(store, "ＴＬＳ")[:1] == paths(store, "tls")[:1] != []
+
+
+def test_words_text_splits_cjk_into_bigrams() -> None:
+    assert words_text("認証エラー") .split() == ["認証", "証エ", "エラ", "ラー", "ー"]
+    assert words_text("S3 bucket").split() == ["S3", "bucket"]
+
+
+def test_japanese_sentence_query(tvault) -> None:
+    _, store = tvault
+    assert "認証エラーの切り分け.md" in paths(store, "認証エラーはどう切り分けるのか？")[:3]

@@ -1,0 +1,292 @@
+"""Sync: additions, edits, deletions, renames, link re-resolution, skip rules, interruption, rebuild."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memory_hub.config import template_dir
+from memory_hub.eval.health import status
+from memory_hub.index.store import Store
+from memory_hub.index.sync import sync
+from memory_hub.retrieval.search import search
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def link_table(store: Store) -> list[tuple]:
+    return sorted(store.conn.execute(
+        "SELECT s.path, l.target, t.path, l.kind, l.heading, l.block, l.alias, l.line FROM links l "
+        "JOIN notes s ON s.id = l.source_id LEFT JOIN notes t ON t.id = l.target_id"
+    ).fetchall(), key=lambda r: tuple(str(x) for x in r))
+
+
+def note_table(store: Store) -> list[tuple]:
+    return [tuple(r) for r in store.conn.execute(
+        "SELECT path, title, description, kind, scope, tags, aliases, dates, ranked, hash FROM notes ORDER BY path")]
+
+
+def assert_consistent(store: Store) -> None:
+    """Every invariant a half-finished sync could break."""
+    conn = store.conn
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    for table in ("fts_trigram", "fts_words"):
+        conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+        ranked = {r[0] for r in conn.execute("SELECT id FROM notes WHERE ranked = 1")}
+        rows = [r[0] for r in conn.execute(f"SELECT rowid FROM {table}")]
+        assert sorted(rows) == sorted(ranked), f"{table} rows do not match ranked notes"
+    orphans = conn.execute("SELECT count(*) FROM links WHERE source_id NOT IN (SELECT id FROM notes)").fetchone()[0]
+    assert orphans == 0
+    bad = conn.execute("SELECT count(*) FROM links WHERE target_id IS NOT NULL AND target_id NOT IN (SELECT id FROM notes)"
+                       ).fetchone()[0]
+    assert bad == 0
+
+
+def target_of(store: Store, source: str, target: str) -> str | None:
+    row = store.conn.execute(
+        "SELECT t.path FROM links l JOIN notes s ON s.id = l.source_id LEFT JOIN notes t ON t.id = l.target_id "
+        "WHERE s.path = ? AND l.target = ?", (source, target)).fetchone()
+    assert row is not None, f"no link {source} → {target}"
+    return row[0]
+
+
+def test_add_edit_delete_rename(make_vault) -> None:
+    vault, store = make_vault({
+        "a.md": "# A\n\nlinks to [[b]] and [[gone]]\n",
+        "b.md": "# B\n\nbody of b with zebra\n",
+        "c.md": "# C\n\n[[b|see b]]\n",
+    })
+    assert target_of(store, "a.md", "b") == "b.md" and target_of(store, "a.md", "gone") is None
+    b_id = store.note_row("b.md")["id"]
+
+    # no change → nothing re-read
+    report = sync(vault, store=store)
+    assert not report.changed and report.unchanged == 3
+
+    # edit
+    (vault / "b.md").write_text("# B\n\nbody of b with giraffe\n", encoding="utf-8")
+    report = sync(vault, store=store)
+    assert report.updated == ["b.md"] and store.note_row("b.md")["id"] == b_id
+    assert [h.path for h in search(store, "giraffe", mode="lexical").hits] == ["b.md"]
+    assert search(store, "zebra", mode="lexical").hits == []
+
+    # touch without a content change: unchanged, and the new mtime is remembered
+    os.utime(vault / "c.md", ns=(time.time_ns(), time.time_ns() + 5_000_000_000))
+    report = sync(vault, store=store)
+    assert not report.changed and report.unchanged == 3
+    assert sync(vault, store=store).unchanged == 3
+
+    # rename keeps the id; backlinks by basename re-resolve to the new path
+    (vault / "sub").mkdir()
+    (vault / "b.md").rename(vault / "sub" / "b.md")
+    report = sync(vault, store=store)
+    assert report.renamed == [("b.md", "sub/b.md")] and not report.added and not report.deleted
+    assert store.note_row("sub/b.md")["id"] == b_id and store.note_row("b.md") is None
+    assert target_of(store, "a.md", "b") == "sub/b.md" and target_of(store, "c.md", "b") == "sub/b.md"
+
+    # rename to another name: same id, the old name now dangles
+    (vault / "sub" / "b.md").rename(vault / "renamed.md")
+    sync(vault, store=store)
+    assert store.note_row("renamed.md")["id"] == b_id and target_of(store, "a.md", "b") is None
+
+    # a dangling link comes alive when its target is created
+    (vault / "gone.md").write_text("# Gone no more\n", encoding="utf-8")
+    report = sync(vault, store=store)
+    assert report.added == ["gone.md"] and target_of(store, "a.md", "gone") == "gone.md"
+
+    # delete: the note, its lexical rows and its links go; links to it dangle again
+    (vault / "gone.md").unlink()
+    report = sync(vault, store=store)
+    assert report.deleted == ["gone.md"] and target_of(store, "a.md", "gone") is None
+    assert_consistent(store)
+
+
+def test_alias_change_re_resolves_other_notes(make_vault) -> None:
+    vault, store = make_vault({"a.md": "see [[Nick]]\n", "b.md": "---\naliases: [Nick]\n---\nb\n"})
+    assert target_of(store, "a.md", "Nick") == "b.md"
+    (vault / "b.md").write_text("---\naliases: [Other]\n---\nb\n", encoding="utf-8")
+    sync(vault, store=store)
+    assert target_of(store, "a.md", "Nick") is None
+
+
+def test_ambiguous_basename_follows_the_shortest_path(make_vault) -> None:
+    vault, store = make_vault({"x.md": "[[dup]]\n", "deep/er/dup.md": "deep\n", "mid/dup.md": "mid\n"})
+    assert target_of(store, "x.md", "dup") == "mid/dup.md"
+    (vault / "dup.md").write_text("top\n", encoding="utf-8")
+    sync(vault, store=store)
+    assert target_of(store, "x.md", "dup") == "dup.md"
+
+
+def test_only_paths_fast_path(make_vault) -> None:
+    vault, store = make_vault({"a.md": "one\n", "b.md": "two\n"})
+    (vault / "a.md").write_text("one changed\n", encoding="utf-8")
+    (vault / "b.md").write_text("two changed\n", encoding="utf-8")
+    (vault / "c.md").write_text("three\n", encoding="utf-8")
+    report = sync(vault, store=store, only=["a.md", "missing.md"])
+    assert report.updated == ["a.md"] and not report.added and not report.deleted
+    (vault / "a.md").unlink()
+    report = sync(vault, store=store, only=["a.md"])
+    assert report.deleted == ["a.md"] and store.note_row("b.md") is not None
+    report = sync(vault, store=store)
+    assert report.updated == ["b.md"] and report.added == ["c.md"]
+
+
+def test_skip_rules(make_vault, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret outside\n", encoding="utf-8")
+    files = {
+        "ok.md": "# Fine\n",
+        ".git/HEAD.md": "# in git\n",
+        ".obsidian/workspace.md": "# obsidian\n",
+        ".trash/old.md": "# trashed\n",
+        "binary.md": b"# looks like md\x00\x01\x02",
+        "latin1.md": "café naïve\n".encode("latin-1"),
+        "huge.md": "x" * (2 * 1024 * 1024 + 10),
+        "broken.md": "---\ntitle: [oops\n---\n# Broken but indexed\n\nwith body text quokka\n",
+        "attachments/pic.png": b"\x89PNG\r\n\x1a\n\x00\x00",
+    }
+    vault, store = make_vault(files, index=False)
+    os.symlink(outside / "secret.md", vault / "escape.md")
+    os.symlink(outside, vault / "escape-dir")
+    os.symlink(vault / "ok.md", vault / "inside-link.md")
+    report = sync(vault, store=store)
+    err = capsys.readouterr().err
+    paths = {r[0] for r in store.conn.execute("SELECT path FROM notes")}
+    assert paths == {"ok.md", "broken.md", "inside-link.md", "attachments/pic.png"}
+    reasons = {s.path: s.reason for s in report.skipped}
+    assert "outside the vault" in reasons["escape.md"] and "outside the vault" in reasons["escape-dir"]
+    assert "binary" in reasons["binary.md"] and "UTF-8" in reasons["latin1.md"] and "too large" in reasons["huge.md"]
+    for path in ("escape.md", "binary.md", "latin1.md", "huge.md", "broken.md"):
+        assert f"warning: {path}" in err
+    # broken YAML: indexed from its body, the problem reported in the report and in status
+    assert [p for p, _ in report.problems] == ["broken.md"]
+    assert [h.path for h in search(store, "quokka", mode="lexical").hits] == ["broken.md"]
+    problems = status(vault)["problems"]
+    assert any(p.startswith("broken.md: broken YAML") for p in problems)
+    assert any(p.startswith("binary.md: binary") for p in problems)
+    # fixing the file clears its problem
+    (vault / "broken.md").write_text("---\ntitle: Fixed\n---\nquokka\n", encoding="utf-8")
+    (vault / "binary.md").unlink()
+    sync(vault, store=store)
+    problems = status(vault)["problems"]
+    assert not any(p.startswith("broken.md") for p in problems)
+    assert not any(p.startswith("binary.md") for p in problems)
+    assert_consistent(store)
+
+
+def test_note_that_turns_unreadable_leaves_the_index(make_vault) -> None:
+    vault, store = make_vault({"a.md": "# A\n\nunique walrus\n"})
+    (vault / "a.md").write_bytes(b"\xff\xfe not utf8 walrus")
+    report = sync(vault, store=store)
+    assert report.deleted == ["a.md"] and report.skipped and search(store, "walrus", mode="lexical").hits == []
+
+
+def _big_vault(root: Path, n: int) -> Path:
+    shutil.copytree(template_dir(), root)
+    for i in range(n):
+        (root / "bulk").mkdir(exist_ok=True)
+        (root / "bulk" / f"note-{i:04d}.md").write_text(
+            f"---\ntitle: Bulk note {i}\ntags: [bulk, t{i % 7}]\n---\n# Bulk {i}\n\n"
+            f"Links to [[note-{(i + 1) % n:04d}]] and [[tls-certificates]] and [[missing-{i % 5}]].\n"
+            f"Word{i % 13} lorem ipsum 認証 手順 {'S3' if i % 9 == 0 else ''}\n",
+            encoding="utf-8")
+    return root
+
+
+def _wait_for(db: Path, predicate, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if db.exists():
+            try:
+                conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+                try:
+                    if predicate(conn):
+                        return
+                finally:
+                    conn.close()
+            except sqlite3.OperationalError:
+                pass
+        time.sleep(0.02)
+    raise AssertionError("condition not reached")
+
+
+QUERIES = ["TLS certificate rotation", "S3", "認証", "手順", "Bulk note 17", "apply_secrets", "Go", "word3 lorem"]
+
+
+def _search_snapshot(store: Store) -> list[list[tuple[str, float]]]:
+    return [[(h.path, h.score) for h in search(store, q, k=15, mode="lexical").hits] for q in QUERIES]
+
+
+def test_interrupted_sync_is_consistent_and_completes(tmp_path: Path) -> None:
+    """Ctrl-C (a real SIGINT) in the middle of ``memory-hub index``: what committed stays consistent."""
+    vault = _big_vault(tmp_path / "vault", 1500)
+    db = vault / ".memory_hub" / "index.sqlite3"
+    proc = subprocess.Popen([sys.executable, "-m", "memory_hub.cli", "--vault", str(vault), "index"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        _wait_for(db, lambda c: c.execute("SELECT count(*) FROM notes").fetchone()[0] >= 150)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted" in err
+
+    store = Store(vault)
+    indexed = store.conn.execute("SELECT count(*) FROM notes").fetchone()[0]
+    assert 150 <= indexed < 1500 + 40
+    assert_consistent(store)
+
+    report = sync(vault, store=store)
+    assert report.added and not report.deleted and not report.interrupted
+    assert_consistent(store)
+    total = sum(1 for p in vault.rglob("*") if p.is_file() and not any(x.startswith(".") for x in p.parts[-2:]))
+    assert store.conn.execute("SELECT count(*) FROM notes").fetchone()[0] == total
+    completed = (note_table(store), link_table(store), _search_snapshot(store))
+    store.close()
+
+    # --rebuild from nothing gives identical notes, links and search results
+    rebuilt = Store(vault)
+    sync(vault, store=rebuilt, rebuild=True)
+    rebuilt = Store(vault)
+    assert (note_table(rebuilt), link_table(rebuilt), _search_snapshot(rebuilt)) == completed
+    assert_consistent(rebuilt)
+
+
+def test_rebuild_matches_incremental_history(template_vault) -> None:
+    vault, store = template_vault
+    # a history of edits, renames and deletions applied incrementally…
+    (vault / "tls-certificates.md").rename(vault / "tls-certs.md")
+    (vault / "runbooks" / "db-failover.md").write_text(
+        (vault / "runbooks" / "db-failover.md").read_text(encoding="utf-8") + "\nSee [[tls-certs]].\n", encoding="utf-8")
+    (vault / "inbox" / "2026-05-07-cdn-purge-braindump.md").unlink()
+    (vault / "postgres-vacuum-tuning.md").write_text("# Postgres vacuum tuning\n\nautovacuum\n", encoding="utf-8")
+    sync(vault, store=store)
+    incremental = (note_table(store), link_table(store), _search_snapshot(store))
+    store.close()
+    # …equals an index built from nothing
+    fresh = Store(vault)
+    sync(vault, store=fresh, rebuild=True)
+    fresh = Store(vault)
+    assert (note_table(fresh), link_table(fresh), _search_snapshot(fresh)) == incremental
+    assert target_of(fresh, "runbooks/db-failover.md", "postgres-vacuum-tuning") == "postgres-vacuum-tuning.md"
+
+
+def test_sync_report_json_shape(make_vault) -> None:
+    vault, store = make_vault({"a.md": "x\n"}, index=False)
+    data = sync(vault, store=store).as_dict()
+    assert set(data) == {"added", "updated", "deleted", "renamed", "unchanged", "skipped", "problems",
+                         "links_resolved", "seconds", "interrupted"}
+    assert data["added"] == ["a.md"]
+    json.dumps(data)
