@@ -78,7 +78,7 @@ def make_prompts(index: RecallIndex, n: int, seed: int = 11) -> list[str]:
 def hook_process(vault: Path, prompt: str, session: str) -> tuple[float, dict[str, Any] | None]:
     event = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": session, "prompt": prompt})
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "memory_hub.cli", "--vault", str(vault), "hook", "claude-code"],
+    proc = subprocess.run([sys.executable, "-m", "memory_hub.hooks", "--vault", str(vault), "claude-code"],
                           input=event, capture_output=True, text=True, timeout=60, cwd=REPO)
     took = time.perf_counter() - t0
     return took, (json.loads(proc.stdout) if proc.stdout.strip() else None)
@@ -88,7 +88,7 @@ SERVER = """
 import sys, time
 from pathlib import Path
 from memory_hub.server.run import open_state
-state = open_state(Path(sys.argv[1]), watch=False, warm=False)
+state = open_state(Path(sys.argv[1]), watch=True, warm=False)
 print("ready", flush=True)
 time.sleep(3600)
 """

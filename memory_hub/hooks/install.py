@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-MARKER = "memory_hub.cli"
+MARKER = "memory_hub.hooks"
 
 # event → (matcher or None, timeout seconds)
 EVENTS: dict[str, dict[str, tuple[str | None, int]]] = {
@@ -51,16 +51,19 @@ def settings_path(agent: str, project: Path | None = None, home: Path | None = N
 
 
 def hook_command(agent: str, vault: Path | None = None, python: str | None = None) -> str:
+    """``python -m memory_hub.hooks [--vault V] <agent>``: the lean entry (no full CLI imports)."""
     parts = [python or sys.executable, "-m", MARKER]
     if vault is not None:
         parts += ["--vault", str(Path(vault).resolve())]
-    parts += ["hook", agent]
+    parts += [agent]
     return " ".join(shlex.quote(p) for p in parts)
 
 
 def _ours(entry: Any, agent: str) -> bool:
-    return isinstance(entry, dict) and MARKER in str(entry.get("command", "")) and f"hook {agent}" in str(
-        entry.get("command", ""))
+    """Our entry, in the current form or the older ``memory_hub.cli … hook <agent>`` one."""
+    command = str(entry.get("command", "")) if isinstance(entry, dict) else ""
+    return (MARKER in command and command.rstrip().endswith(f" {agent}")) or (
+        "memory_hub.cli" in command and f"hook {agent}" in command)
 
 
 def merge(settings: dict[str, Any], agent: str, command: str) -> dict[str, Any]:

@@ -45,6 +45,9 @@ W_TITLE, W_ALIAS, W_STEM, W_TAG, W_DESC, W_BODY = 10.0, 8.0, 6.0, 5.0, 3.0, 1.0
 BODY_CAP = 4  # body repetitions beyond this add nothing
 BODY_CHARS = 60_000
 MAX_QUERY_TERMS = 48
+COMMON_SHARE = 0.2
+HYBRID_K = 10  # hybrid hits fused; beyond the top few they only add cost (snippets)
+HYBRID_QUERY_TERMS = 12  # a long prompt is searched by its rarest terms, not all of its words
 PER_MODE_K = {LIGHT: 6, TARGETED: 8, GRAPH: 10}
 MIN_PROMPT_CHARS = 8
 RELATIVE_FLOOR = 0.08  # recall candidates below this share of the best score are dropped
@@ -181,6 +184,7 @@ class RecallIndex:
         self.loaded_from_disk = False
         self._lock = threading.RLock()
         self._names: dict[str, set[str]] | None = None
+        self._heads: dict[str, list[str]] = {}
         self._backlinks: dict[str, int] | None = None
         self.last_refresh = 0.0
 
@@ -234,23 +238,25 @@ class RecallIndex:
         With ``deadline`` (a ``time.monotonic()`` value) the work stops there and what was done is
         saved, so a large vault's first build spreads over several runs instead of never finishing.
         """
+        # The stat walk runs outside the lock: prompts keep being answered meanwhile.
+        if only is not None:
+            wanted = set(only)
+            stats = []
+            for rel in sorted(wanted):
+                try:
+                    st = safe_path(self.vault, rel).stat()
+                except (OSError, OutsideVault):
+                    continue
+                stats.append(FileStat(rel, st.st_mtime_ns, st.st_size))
+        else:
+            stats = list(walk(self.vault))
         with self._lock:
             changed = removed = 0
             known = self.data.files
+            seen = {s.path for s in stats}
             if only is not None:
-                wanted = set(only)
-                stats = []
-                for rel in sorted(wanted):
-                    try:
-                        st = safe_path(self.vault, rel).stat()
-                    except (OSError, OutsideVault):
-                        continue
-                    stats.append(FileStat(rel, st.st_mtime_ns, st.st_size))
-                seen = {s.path for s in stats}
                 gone = [p for p in wanted if p in known and p not in seen]
             else:
-                stats = list(walk(self.vault))
-                seen = {s.path for s in stats}
                 gone = [p for p in known if p not in seen]
             for p in gone:
                 self._remove(p)
@@ -295,7 +301,21 @@ class RecallIndex:
                 for n in info.names:
                     names.setdefault(n, set()).add(path)
             self._names = names
+            heads: dict[str, list[str]] = {}
+            for n in names:
+                if _CONTENT_RUN.search(n):
+                    compact = n.replace(" ", "")
+                    if len(compact) >= 3:
+                        heads.setdefault(compact[:2], []).append(n)
+                elif len(n) >= 4 and (len(n) >= 10 or " " in n or is_identifier(n.replace(" ", "_"))):
+                    heads.setdefault(n.split(" ", 1)[0], []).append(n)
+            self._heads = heads
         return self._names
+
+    def name_heads(self) -> dict[str, list[str]]:
+        """Names a prompt may mention, keyed by their first word (or first two CJK characters)."""
+        self.names()
+        return self._heads
 
     def backlinks(self) -> dict[str, int]:
         """{path: number of notes linking to it}, resolved by file stem, title or alias."""
@@ -326,6 +346,11 @@ class RecallIndex:
             weighted.append((math.log(1 + (n_docs - df + 0.5) / (df + 0.5)), t))
         weighted.sort(reverse=True)
         weighted = weighted[:MAX_QUERY_TERMS]
+        # Terms in a fifth of the vault or more say little and cost the most; drop them while
+        # enough rarer terms remain to rank by.
+        rare = [(w, t) for w, t in weighted if len(postings[t]) <= COMMON_SHARE * n_docs]
+        if len(rare) >= 3:
+            weighted = rare
         total = sum(w for w, _ in weighted) or 1.0
         # a term the vault does not contain still counts against coverage (it is part of the ask)
         missing = sum(1 for t in dict.fromkeys(terms) if t not in postings)
@@ -406,20 +431,25 @@ def _subjects(prompt: str, index: RecallIndex) -> tuple[list[str], list[str]]:
             found.append(cand)
         elif not cand.endswith(".md") and cand + ".md" in notes:
             found.append(cand + ".md")
-        else:
-            for p in notes:
-                if p.endswith("/" + cand) and cand.endswith(".md"):
-                    found.append(p)
-                    break
+        elif cand.endswith(".md"):
+            found.extend(p for p in notes if p.endswith("/" + cand))
     key = " " + _key(re.sub(r"[^\w\s\-\u3040-\u30ff\u3400-\u9fff]", " ", prompt)) + " "
     cjk_key = key.replace(" ", "")
-    for name, paths in index.names().items():
-        if _CONTENT_RUN.search(name):
-            if len(name) >= 3 and name.replace(" ", "") in cjk_key:
-                found.extend(sorted(paths))
-        elif (len(name) >= 10 or " " in name or is_identifier(name.replace(" ", "_"))) and len(name) >= 4:
-            if f" {name} " in key:
-                found.extend(sorted(paths))
+    names = index.names()
+    heads = index.name_heads()
+    candidates = {w for w in key.split() if w in heads}
+    candidates |= {cjk_key[i : i + 2] for i in range(len(cjk_key) - 1) if cjk_key[i : i + 2] in heads}
+    named = []
+    for head in candidates:
+        for name in heads[head]:
+            if _CONTENT_RUN.search(name):
+                hit = name.replace(" ", "") in cjk_key
+            else:
+                hit = f" {name} " in key
+            if hit:
+                named.append(name)
+    for name in sorted(named, key=lambda n: (-len(n), n)):  # the most specific name first
+        found.extend(sorted(names[name]))
     idents = []
     for m in _QUOTED.finditer(prompt):
         q = next(g for g in m.groups() if g)
@@ -553,6 +583,7 @@ class Recaller:
         self.prototypes = _Prototypes(embedder) if embedder is not None else None
         self.refresh_interval = refresh_interval
         self._recent: tuple[float, dict[str, float]] = (0.0, {})
+        self._refreshing = threading.Event()
 
     def refresh(self, deadline: float | None = None) -> dict[str, int]:
         return self.index.refresh(deadline=deadline)
@@ -560,11 +591,20 @@ class Recaller:
     def _maybe_refresh(self, deadline: float | None) -> None:
         """A stat walk per prompt in a cold process; in a warm one only every ``refresh_interval``
         seconds (``None``: never on the prompt path, because a watcher feeds ``index.refresh(only=…)``)."""
-        if not self.index.data.files or not self.index.last_refresh:
+        if not self.index.data.files or not self.index.last_refresh or self.refresh_interval == 0:
             self.index.refresh(deadline=deadline)
-        elif self.refresh_interval is not None and (
+        elif self.refresh_interval is not None and not self._refreshing.is_set() and (
                 time.monotonic() - self.index.last_refresh >= self.refresh_interval):
-            self.index.refresh(deadline=deadline)
+            # warm: answer from the current index and catch up in the background
+            self._refreshing.set()
+
+            def catch_up() -> None:
+                try:
+                    self.index.refresh()
+                finally:
+                    self._refreshing.clear()
+
+            threading.Thread(target=catch_up, name="memory-hub-recall-refresh", daemon=True).start()
 
     def _recent_reads(self) -> dict[str, float]:
         at, data = self._recent
@@ -572,6 +612,16 @@ class Recaller:
             data = recent_reads(self.vault)
             self._recent = (time.monotonic(), data)
         return data
+
+    def hybrid_query(self, prompt: str) -> str:
+        """What the hybrid search is asked: a short prompt as is; a long one by its rarest terms
+        (FTS over every word of a 300-word prompt costs more than the rest of recall)."""
+        if len(prompt) <= 200:
+            return prompt
+        postings = self.index.data.postings
+        terms = [t for t in query_terms(prompt) if t in postings]
+        terms.sort(key=lambda t: len(postings[t]))
+        return " ".join(terms[:HYBRID_QUERY_TERMS]) or prompt[:200]
 
     def rank(self, prompt: str, decision: ModeDecision, prefix: str | None = None,
              limit: int = 30) -> list[Recalled]:
@@ -628,7 +678,7 @@ class Recaller:
         if fuse and self.hybrid is not None:
             t2 = time.perf_counter()
             try:
-                hybrid = [(p, ex) for p, ex in self.hybrid(prompt, 20, prefix)
+                hybrid = [(p, ex) for p, ex in self.hybrid(self.hybrid_query(prompt), HYBRID_K, prefix)
                           if p in notes and notes[p].kind not in UNRANKED_KINDS]
             except Exception as exc:  # noqa: BLE001 - recall must answer even if the search index is absent
                 result.fallback = result.fallback or f"hybrid-search-failed: {type(exc).__name__}"

@@ -1,0 +1,30 @@
+"""``python -m memory_hub.hooks [--vault V] claude-code|codex``: the lean hook entry point.
+
+Same behaviour as ``memory-hub hook …`` but without building the whole CLI, whose imports (numpy
+and the search stack) cost more than the warm round trip itself. ``install-hooks`` writes this form.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    vault = None
+    if "--vault" in args:
+        i = args.index("--vault")
+        vault = args[i + 1] if i + 1 < len(args) else None
+        del args[i : i + 2]
+    agent = args[0] if args else "claude-code"
+    if agent == "codex":
+        from .codex import run
+
+        return run(vault)
+    from .claude_code import run as run_claude
+
+    return run_claude("claude-code", vault)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
