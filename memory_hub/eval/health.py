@@ -7,19 +7,35 @@ from pathlib import Path
 from typing import Any
 
 from ..index.store import Store
-from ..vault.walk import walk
+from ..vault.walk import OutsideVault, UnreadableNote, content_hash, read_note_bytes, walk
 
 
 def pending_changes(store: Store) -> int:
-    """Files whose mtime/size differ from the index, plus indexed files that are gone (a stat walk)."""
-    known = {r[0]: (r[1], r[2]) for r in store.conn.execute("SELECT path, mtime_ns, size FROM notes")}
+    """Files whose mtime/size differ from the index, plus indexed files that are gone (a stat walk).
+
+    A note stored with mtime 0 was indexed while it was still "racy" (modified within the mtime
+    tick, see sync.py); its stat proves nothing, so its content hash decides.
+    """
+    known = {r[0]: (r[1], r[2], r[3]) for r in store.conn.execute("SELECT path, mtime_ns, size, hash FROM notes")}
     pending = 0
     seen = set()
     for st in walk(store.vault):
         seen.add(st.path)
-        if known.get(st.path) != (st.mtime_ns, st.size):
+        old = known.get(st.path)
+        if old is None or old[1] != st.size:
+            pending += 1
+        elif old[0] != st.mtime_ns and not (old[0] == 0 and _same_content(store.vault, st.path, old[2])):
             pending += 1
     return pending + sum(1 for p in known if p not in seen)
+
+
+def _same_content(vault: Path, rel: str, digest: str) -> bool:
+    if digest.startswith("stat:"):  # attachments are tracked by stat only
+        return False
+    try:
+        return content_hash(read_note_bytes(vault, rel)) == digest
+    except (OSError, UnreadableNote, OutsideVault):
+        return False
 
 
 def status(vault: Path) -> dict[str, Any]:

@@ -1,0 +1,66 @@
+"""The link graph: neighbours in both directions by recursive CTE, hop distances, backlinks."""
+
+from __future__ import annotations
+
+from memory_hub.index import graph
+
+
+def _ids(store) -> dict[str, int]:
+    return {r[0]: r[1] for r in store.conn.execute("SELECT path, id FROM notes")}
+
+
+def test_neighbourhood_hops_and_directions(make_vault) -> None:
+    # a → b → c → d, e → a (backlink), f isolated, a → missing (dangling), a ↔ g (both ways)
+    vault, store = make_vault({
+        "a.md": "[[b]] [[missing]] [[g]]\n",
+        "b.md": "[[c]]\n",
+        "c.md": "[[d]]\n",
+        "d.md": "end\n",
+        "e.md": "[[a]] [[a|again]]\n",
+        "f.md": "alone\n",
+        "g.md": "[[a]]\n",
+    })
+    ids = _ids(store)
+    conn = store.conn
+    name = {v: k for k, v in ids.items()}
+    one = {name[i]: h for i, h in graph.neighbourhood(conn, [ids["a.md"]], 1).items()}
+    assert one == {"b.md": 1, "e.md": 1, "g.md": 1}
+    two = {name[i]: h for i, h in graph.neighbourhood(conn, [ids["a.md"]], 2).items()}
+    assert two == {"b.md": 1, "e.md": 1, "g.md": 1, "c.md": 2}
+    three = {name[i]: h for i, h in graph.neighbourhood(conn, [ids["a.md"]], 3).items()}
+    assert three["d.md"] == 3 and "f.md" not in three
+    # several seeds: seeds excluded, distance to the nearest seed
+    multi = {name[i]: h for i, h in graph.neighbourhood(conn, [ids["a.md"], ids["d.md"]], 1).items()}
+    assert multi == {"b.md": 1, "e.md": 1, "g.md": 1, "c.md": 1}
+    assert graph.neighbourhood(conn, [], 2) == {}
+    assert graph.neighbourhood(conn, [ids["f.md"]], 2) == {}
+
+    near = {n.path: n for n in graph.neighbours(conn, ids["a.md"], hops=2)}
+    assert near["b.md"].direction == "out" and near["e.md"].direction == "in" and near["g.md"].direction == "both"
+    assert near["c.md"].hops == 2 and near["c.md"].direction == "out>out" and near["c.md"].via == "b.md"
+    assert [n.hops for n in graph.neighbours(conn, ids["a.md"], hops=2)] == sorted(n.hops for n in near.values())
+
+    counts = graph.backlink_counts(conn)
+    assert counts[ids["a.md"]] == 2  # e (twice, counted once) and g
+    assert graph.backlink_counts(conn, [ids["b.md"], ids["f.md"]]) == {ids["b.md"]: 1}
+    out = [(r["target"], r["target_path"]) for r in graph.outgoing(conn, ids["a.md"])]
+    assert out == [("b", "b.md"), ("missing", None), ("g", "g.md")]
+
+
+def test_template_vault_graph(template_vault) -> None:
+    vault, store = template_vault
+    conn = store.conn
+    ids = _ids(store)
+    # the one dangling link of the starter vault is kept, not dropped
+    dangling = conn.execute(
+        "SELECT n.path, l.target FROM links l JOIN notes n ON n.id = l.source_id WHERE l.target_id IS NULL"
+    ).fetchall()
+    assert [tuple(r) for r in dangling] == [("runbooks/db-failover.md", "postgres-vacuum-tuning")]
+    # daily notes and templates take part in the graph
+    daily = [p for p in ids if p.startswith("daily/")]
+    assert any(graph.neighbourhood(conn, [ids[p]], 1) for p in daily)
+    home = {n.path for n in graph.neighbours(conn, ids["home.md"], 1)}
+    assert {"tls-certificates.md", "runbooks/db-failover.md", "オンボーディング手順.md",
+            "decisions/dec-0054-use-lancedb-for-vectors.md"} <= home
+    # every body link in home.md resolved
+    assert all(r["target_path"] for r in graph.outgoing(conn, ids["home.md"]))
