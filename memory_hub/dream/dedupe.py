@@ -28,6 +28,25 @@ def _norm(text: str) -> str:
     return re.sub(r"\W+", " ", text.lower()).strip()
 
 
+def _title_words(title: str) -> set[str]:
+    return {w for w in re.findall(r"\w+", title.lower()) if not w.isdigit()}
+
+
+def same_subject(a: str, b: str) -> bool:
+    """Titles that name the same thing: one contains the other, or most of their words are shared.
+
+    Text alone is not enough: stubs made from one template (people, plugins) differ only in a name
+    and look identical to any vector.
+    """
+    na, nb = " ".join(sorted(_title_words(a))), " ".join(sorted(_title_words(b)))
+    if not na or not nb:
+        return False
+    wa, wb = set(na.split()), set(nb.split())
+    if wa <= wb or wb <= wa:
+        return True
+    return len(wa & wb) / len(wa | wb) >= 0.6
+
+
 def _rank(corpus: Corpus, doc: Doc) -> tuple[int, int, float]:
     return (len(corpus.in_edges.get(doc.path, ())), len(doc.note.body), -doc.mtime_ns)
 
@@ -61,6 +80,8 @@ def dedupe(corpus: Corpus, vectors: dict[str, np.ndarray], backend: str) -> Step
     for a, b, sim in pairs:
         da, db = corpus.docs[paths[a]], corpus.docs[paths[b]]
         if da.note.kind != db.note.kind or used & {da.path, db.path}:
+            continue
+        if not same_subject(da.note.title, db.note.title):
             continue
         winner, loser = (da, db) if _rank(corpus, da) >= _rank(corpus, db) else (db, da)
         linkers = sorted(corpus.in_edges.get(loser.path, set()) - {winner.path})

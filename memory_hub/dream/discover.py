@@ -44,7 +44,9 @@ class Proposal:
 
 
 def _neighbourhood(corpus: Corpus, path: str) -> set[str]:
-    return {n for n in corpus.neighbours(path) if not corpus.is_hub(n)}
+    """Neighbours that say something: hubs and hub-like notes (very many links) left out."""
+    return {n for n in corpus.neighbours(path)
+            if not corpus.is_hub(n) and len(corpus.neighbours(n)) <= HUBLIKE_DEGREE}
 
 
 def score_pairs(corpus: Corpus, vectors: dict[str, np.ndarray], k: int = 10, near_duplicate: float = 1.01

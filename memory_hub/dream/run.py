@@ -22,6 +22,7 @@ import numpy as np
 
 from ..config import index_dir
 from ..vault.git import is_repo
+from ..vault.markdown import mask_code
 from . import corpus as corpus_mod
 from .atomicity import atomicity
 from .cluster import cluster
@@ -115,13 +116,35 @@ def choose_backend(requested: str, n_notes: int) -> str:
 _WIKILINK = re.compile(r"!?\[\[[^\]]*\]\]")
 
 
-def doc_text(doc: corpus_mod.Doc) -> str:
+BOILERPLATE_MIN_NOTES = 5
+
+
+def boilerplate_lines(docs: list[corpus_mod.Doc]) -> frozenset[str]:
+    """Body lines repeated in many notes (template scaffolding): they say nothing about a note.
+
+    Two notes made from the same template share all of these lines; left in, they make every
+    stub look like a near-duplicate of every other stub.
+    """
+    from collections import Counter
+
+    counts: Counter[str] = Counter()
+    for doc in docs:
+        counts.update({ln.strip() for ln in doc.note.body.splitlines() if len(ln.strip()) >= 4})
+    limit = max(BOILERPLATE_MIN_NOTES, len(docs) // 500)
+    return frozenset(line for line, c in counts.items() if c >= limit)
+
+
+def doc_text(doc: corpus_mod.Doc, boilerplate: frozenset[str] = frozenset()) -> str:
     """What a note's vector is made of: title, description and the first 2,000 characters.
 
     Wikilinks are left out: a link's target name would make a note look like whatever it links
-    to, which would make every existing link look strong to the pruning step.
+    to, which would make every existing link look strong to the pruning step. Template lines
+    shared by many notes are left out too (see ``boilerplate_lines``).
     """
-    return _WIKILINK.sub(" ", f"{doc.note.title}\n{doc.note.description}\n{doc.note.body[:2000]}")
+    body = mask_code(doc.note.body)  # code and comments (<!-- -->, %% %%) are not what a note is about
+    if boilerplate:
+        body = "\n".join(ln for ln in body.splitlines() if ln.strip() not in boilerplate)
+    return _WIKILINK.sub(" ", f"{doc.note.title}\n{doc.note.description}\n{body[:2000]}")
 
 
 def cluster_text(doc: corpus_mod.Doc) -> str:
@@ -166,12 +189,13 @@ def run_dream(vault: Path, dry_run: bool = False, *, backend: str | None = None,
         report.backend = backend = choose_backend(backend, len(corpus.docs))
         t = time.perf_counter()
         vectorizer = Vectorizer(backend, vault=vault)
-        vectorizer.fit([doc_text(d) for d in corpus.docs.values()])
+        boiler = boilerplate_lines(list(corpus.docs.values()))
+        vectorizer.fit([doc_text(d, boiler) for d in corpus.docs.values()])
         timings["fit"] = time.perf_counter() - t
 
         def note_vectors(c: corpus_mod.Corpus) -> dict[str, np.ndarray]:
             paths = list(c.docs)
-            mat = vectorizer.vectors([doc_text(c.docs[p]) for p in paths])
+            mat = vectorizer.vectors([doc_text(c.docs[p], boiler) for p in paths])
             return {p: mat[i] for i, p in enumerate(paths)}
 
         t = time.perf_counter()

@@ -138,23 +138,41 @@ class Vectorizer:
         self._cache_dirty = False
 
 
+PROJECT_DIMS = 256
+
+
 def top_pairs(vectors: np.ndarray, k: int = 10, min_sim: float = 0.0, block: int = 512
               ) -> list[tuple[int, int, float]]:
-    """Each row's ``k`` most similar other rows (i < j, deduplicated), in blocks to bound memory."""
-    n = len(vectors)
+    """Each row's ``k`` most similar other rows (i < j, deduplicated), in blocks to bound memory.
+
+    Wide vectors (hashed TF-IDF) over many notes are first projected to 256 random dimensions to
+    find 2k candidates per row cheaply (Johnson-Lindenstrauss; error about ±0.06), and the
+    candidates are then rescored exactly, so the similarities returned are the true ones.
+    """
+    n, dims = vectors.shape if vectors.ndim == 2 else (0, 0)
+    kk = min(k, n - 1)
+    if kk <= 0:
+        return []
+    search = vectors
+    wide = dims > 4 * PROJECT_DIMS and n > 1000
+    if wide:
+        rng = np.random.default_rng(0)
+        proj = rng.standard_normal((dims, PROJECT_DIMS)).astype(np.float32) / np.sqrt(PROJECT_DIMS)
+        search = vectors @ proj
+        kk = min(2 * k, n - 1)
     found: dict[tuple[int, int], float] = {}
     for start in range(0, n, block):
-        sims = vectors[start:start + block] @ vectors.T
-        for r in range(sims.shape[0]):
-            i = start + r
-            sims[r, i] = -1.0
-            kk = min(k, n - 1)
-            if kk <= 0:
-                continue
-            idx = np.argpartition(-sims[r], kk - 1)[:kk]
-            for j in idx:
-                s = float(sims[r, j])
-                if s >= min_sim:
-                    a, b = (i, int(j)) if i < j else (int(j), i)
-                    found[(a, b)] = s
+        sims = search[start:start + block] @ search.T
+        rows = np.arange(sims.shape[0])
+        sims[rows, rows + start] = -np.inf
+        idx = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
+        if wide:  # exact similarities for the candidates
+            left = vectors[start:start + block]
+            vals = np.stack([(left * vectors[idx[:, c]]).sum(axis=1) for c in range(kk)], axis=1)
+        else:
+            vals = np.take_along_axis(sims, idx, axis=1)
+        for r, c in zip(*np.nonzero(vals >= min_sim), strict=True):
+            i, j = start + int(r), int(idx[r, c])
+            a, b = (i, j) if i < j else (j, i)
+            found[(a, b)] = float(vals[r, c])
     return [(a, b, s) for (a, b), s in found.items()]
