@@ -24,6 +24,14 @@ SCHEMA_VERSION = 1
 # Column order of both lexical tables; the bm25() weights in lexical.py follow it.
 FTS_COLUMNS = ("title", "aliases", "tags", "description", "body")
 
+# Covering indexes in both directions: graph walks read (source, target) pairs from the index alone.
+LINK_INDEXES = """
+CREATE INDEX IF NOT EXISTS links_out ON links(source_id, target_id);
+CREATE INDEX IF NOT EXISTS links_in ON links(target_id, source_id);
+DROP INDEX IF EXISTS links_source;
+DROP INDEX IF EXISTS links_target;
+"""
+
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
@@ -66,9 +74,7 @@ CREATE TABLE IF NOT EXISTS links (
     alias     TEXT,
     line      INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS links_source ON links(source_id);
-CREATE INDEX IF NOT EXISTS links_target ON links(target_id);
-
+{LINK_INDEXES}
 -- Files the last sync could not index, with the reason (broken YAML is a problem on an indexed note).
 CREATE TABLE IF NOT EXISTS problems (
     path    TEXT NOT NULL,
@@ -112,6 +118,9 @@ class Store:
             with self.writer():
                 conn.executescript(SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        elif conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'links_in'").fetchone() is None:
+            with self.writer():  # an index made before the covering link indexes existed
+                conn.executescript(LINK_INDEXES)
 
     @property
     def conn(self) -> sqlite3.Connection:
