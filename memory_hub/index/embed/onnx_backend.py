@@ -20,6 +20,7 @@ from .base import (
     EmbedderError,
     EmbedderIdentity,
     as_text_list,
+    clean_text,
     cpu_count,
     l2_normalize,
     length_sorted_batches,
@@ -278,12 +279,12 @@ class OnnxEmbedder:
 
     def count_tokens(self, text: str) -> int:
         """Tokens incl. passage prefix and specials, *before* truncation."""
-        return len(self._tok.encode(self.passage_prefix + text, add_special_tokens=True).ids)
+        return len(self._tok.encode(self.passage_prefix + clean_text(text), add_special_tokens=True).ids)
 
     def token_ids(self, text: str, is_query: bool = False) -> list[int]:
         """Token ids fed to the model (prefix + specials, truncated); used to check tokenizer parity."""
         prefix = self.query_prefix if is_query else self.passage_prefix
-        return self._encode_batch([prefix + text])[0].ids
+        return self._encode_batch([prefix + clean_text(text)])[0].ids
 
     def token_embeddings(self, texts: Sequence[str], is_query: bool) -> list[np.ndarray]:
         """Per-token L2-normalized last hidden states, one ``(n_tokens, dim)`` array per text.
