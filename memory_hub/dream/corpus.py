@@ -21,6 +21,7 @@ from ..vault.links import Resolver
 from ..vault.notes import DAILY, TEMPLATE, Note, parse_note
 from ..vault.walk import UnreadableNote, decode_note, read_note_bytes, walk
 
+_TEMPLATE_MARK = re.compile(r"\{\{\s*(?:title|date|time|name)\b|<%\s*tp\.")
 RECENT_EDIT_S = float(os.environ.get("MEMORY_HUB_DREAM_RECENT_S", 15 * 60))
 HUB_TITLES = re.compile(r"(?i)^(?:home|index|start here|readme|moc|maps? of content|dashboard|contents|"
                         r"table of contents|目次|ホーム|索引)\b|\bMOC\b|(?i:\bmap of content)")
@@ -114,6 +115,8 @@ def load(vault: Path, now: float | None = None, recent_s: float = RECENT_EDIT_S,
         except (UnreadableNote, OSError):
             continue
         note = parse_note(stat.path, text)
+        if note.kind != TEMPLATE and _TEMPLATE_MARK.search(note.title + "\n" + note.body[:2000]):
+            note.kind = TEMPLATE  # a template kept outside templates/ ("01 Templates/"): treat it as one
         protected = None
         if note.kind == TEMPLATE or stat.path.startswith("templates/"):
             protected = "template"

@@ -21,6 +21,7 @@ from .edits import Edit, StepResult, append_to_section, body_paragraphs, rewrite
 from .vectors import top_pairs
 
 THRESHOLD = {"lexical": 0.85, "embed": 0.90}
+MIN_OWN_TERMS = 12  # distinct words beyond the title (template lines removed) a note needs to be merged
 MERGEABLE = frozenset({KNOWLEDGE, CAPTURE})
 
 
@@ -66,8 +67,33 @@ def merge_text(winner: Doc, loser: Doc) -> str:
         return text
 
 
-def dedupe(corpus: Corpus, vectors: dict[str, np.ndarray], backend: str) -> StepResult:
+_URL = re.compile(r"https?://[^\s)<>\]\"']+")
+
+
+def conflicting_sources(a: Doc, b: Doc) -> bool:
+    """Each note cites a URL the other lacks: two things (two repositories, two people), not one."""
+    ua, ub = set(_URL.findall(a.note.body)), set(_URL.findall(b.note.body))
+    return bool(ua - ub) and bool(ub - ua)
+
+
+def own_terms(title: str, text: str) -> int:
+    """Distinct content words of ``text`` that are not in the title: what a note says of its own."""
+    from ..capture.classify import content_terms
+
+    return len(set(content_terms(text)) - set(content_terms(title)))
+
+
+def dedupe(corpus: Corpus, vectors: dict[str, np.ndarray], backend: str,
+           texts_for: dict[str, str] | None = None) -> StepResult:
+    """Plan merges of near-duplicate pairs.
+
+    Besides similar text, a pair must be in the same folder, have titles naming the same thing,
+    each note must say something of its own (``MIN_OWN_TERMS`` words beyond its title once template
+    lines are removed) — stubs made from one template are similar to each other *because* they are
+    empty — and the two must not cite different sources (each a URL the other lacks).
+    """
     step = StepResult("dedupe")
+    texts_for = texts_for or {}
     paths = [p for p, d in corpus.docs.items()
              if d.note.kind in MERGEABLE and not corpus.is_hub(p) and p in vectors
              and str(d.note.frontmatter.get("status") or "") != "processed"]
@@ -82,6 +108,12 @@ def dedupe(corpus: Corpus, vectors: dict[str, np.ndarray], backend: str) -> Step
         if da.note.kind != db.note.kind or used & {da.path, db.path}:
             continue
         if not same_subject(da.note.title, db.note.title):
+            continue
+        if da.path.rsplit("/", 1)[0:-1] != db.path.rsplit("/", 1)[0:-1]:
+            continue
+        if min(own_terms(d.note.title, texts_for.get(d.path, d.note.body)) for d in (da, db)) < MIN_OWN_TERMS:
+            continue
+        if conflicting_sources(da, db):
             continue
         winner, loser = (da, db) if _rank(corpus, da) >= _rank(corpus, db) else (db, da)
         linkers = sorted(corpus.in_edges.get(loser.path, set()) - {winner.path})

@@ -256,7 +256,7 @@ def run_dream(vault: Path, dry_run: bool = False, *, backend: str | None = None,
         # 4. clean-up: near-duplicates, atomicity, weak links
         if "dedupe" in wanted:
             t = time.perf_counter()
-            step = dedupe(corpus, vectors, backend)
+            step = dedupe(corpus, vectors, backend, texts_for={p: doc_text(d, boiler) for p, d in corpus.docs.items()})
             finish(step, "dream: merge near-duplicates\n\n" + "\n".join(step.actions))
             timings["dedupe"] = time.perf_counter() - t
         if "atomicity" in wanted:
