@@ -81,6 +81,8 @@ async def _exercise(url: str, auth: str | None = None) -> dict:
         out["recall"] = (await client.call_tool("recall", {"prompt": "TLS 証明書の更新"})).structured_content
         out["read"] = (await client.call_tool("read_note", {"path": "home.md", "max_lines": 3})).structured_content
         out["related"] = (await client.call_tool("related", {"path": "home.md"})).structured_content
+        out["related_capped"] = (await client.call_tool("related", {"path": "home.md", "hops": 2, "limit": 2})
+                                 ).structured_content
         out["capture"] = (await client.call_tool("capture", {"text": f"HTTP capture probe {url}"})).structured_content
         out["status"] = (await client.call_tool("status", {})).structured_content
         bad = await client.call_tool("read_note", {"path": "../secret.md"}, raise_on_error=False)
@@ -100,6 +102,9 @@ def test_every_tool_over_loopback(vault: Path, transport: str, path: str) -> Non
     assert "<vault-memory>" in out["recall"]["block"]
     assert out["read"]["path"] == "home.md" and out["read"]["to_line"] == 3
     assert out["related"]["related"]
+    capped = out["related_capped"]
+    assert len(capped["related"]) == 2 and capped["total"] > 2 and "more" in capped
+    assert [n["distance"] for n in capped["related"]] == [1, 1]  # nearest first
     assert (vault / out["capture"]["path"]).is_file() and out["capture"]["indexed"]
     assert out["status"]["notes"] >= 30
     assert out["bad"][0] and "leaves the vault" in out["bad"][1]

@@ -26,6 +26,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         serve(vault, args.transport, args.host, args.port, allowed_hosts=args.allow_host or [],
               watch=not args.no_watch, rescan_every=args.rescan or None, warm=not args.no_warm,
+              hooks_socket=not args.no_hooks_socket,
               log_level=args.log_level)
     except GuardError as exc:
         raise CliError(str(exc), code=2) from None
@@ -105,6 +106,8 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--no-watch", action="store_true", help="do not watch the vault for changes")
     p.add_argument("--rescan", type=float, default=60.0, help="seconds between full rescans (0: never)")
     p.add_argument("--no-warm", action="store_true", help="do not load models in the background at start")
+    p.add_argument("--no-hooks-socket", action="store_true",
+                   help="do not answer agent hooks on the local socket (saves the recall index's memory)")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
 
     p = add("sync", cmd_sync, "bring every index (lexical, links, vectors) up to date with the vault and exit")

@@ -121,10 +121,12 @@ def build_server(state: ServerState) -> FastMCP:
     def related(
         path: Annotated[str, Field(description="Vault-relative path of the starting note.")],
         hops: Annotated[int, Field(ge=1, le=2, description="1: direct links and backlinks; 2: also their links.")] = 1,
+        limit: Annotated[int, Field(ge=1, le=tools.MAX_RELATED,
+                                    description="At most this many notes, nearest and most linked-to first.")] = 50,
     ) -> dict[str, Any]:
         """Notes linked to or from a note within 1–2 hops, with direction ('out', 'in', 'both', or a
         two-step path such as 'out>in') and distance. Use it to find context around a note."""
-        return tools.related(state, path, hops)
+        return tools.related(state, path, hops, limit)
 
     @mcp.tool(
         annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False,

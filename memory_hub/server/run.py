@@ -64,7 +64,7 @@ def start_local_socket(state: ServerState) -> Any:
 
 
 def open_state(vault: Path, *, watch: bool = True, rescan_every: float | None = 60.0,
-               warm: bool = True) -> ServerState:
+               warm: bool = True, hooks_socket: bool = True) -> ServerState:
     """A ready ServerState with its watcher, warm-up thread and hooks socket started."""
     from .watcher import Watcher
 
@@ -77,7 +77,7 @@ def open_state(vault: Path, *, watch: bool = True, rescan_every: float | None = 
         state.warm_in_background()
     else:
         state.models_ready.set()
-    handle = start_local_socket(state)
+    handle = start_local_socket(state) if hooks_socket else None
     if handle is not None:
         state.extras["local_socket"] = handle
     return state
@@ -97,7 +97,7 @@ def close_state(state: ServerState) -> None:
 
 def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
           allowed_hosts: list[str] | None = None, watch: bool = True, rescan_every: float | None = 60.0,
-          warm: bool = True, log_level: str = "warning") -> None:
+          warm: bool = True, hooks_socket: bool = True, log_level: str = "warning") -> None:
     """Serve ``vault`` over MCP until interrupted. Raises GuardError for an unsafe HTTP setup."""
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; choose {', '.join(TRANSPORTS)}")
@@ -107,7 +107,7 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
         token = require_token(host, token_from_env())  # refuse before opening anything
     from .app import build_server
 
-    state = open_state(vault, watch=watch, rescan_every=rescan_every, warm=warm)
+    state = open_state(vault, watch=watch, rescan_every=rescan_every, warm=warm, hooks_socket=hooks_socket)
     mcp = build_server(state)
     _add_health_route(mcp, state)
     try:

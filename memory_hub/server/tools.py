@@ -31,6 +31,7 @@ MAX_TITLE_CHARS = 200
 MAX_READ_LINES = 2_000
 DEFAULT_READ_LINES = 400
 MAX_RECALL_TOKENS = 4_000
+MAX_RELATED = 500
 
 
 def _optional(module: str) -> Any | None:
@@ -214,30 +215,40 @@ def _record_access(state: ServerState, rel: str) -> None:
         log.warning("could not record access to %s: %s", rel, exc)
 
 
-def related(state: ServerState, path: str, hops: int = 1) -> dict[str, Any]:
+def related(state: ServerState, path: str, hops: int = 1, limit: int = 50) -> dict[str, Any]:
     if hops not in (1, 2):
         raise ToolError(f"hops must be 1 or 2, not {hops}")
+    if not 1 <= limit <= MAX_RELATED:
+        raise ToolError(f"limit must be between 1 and {MAX_RELATED}, not {limit}")
     rel = _resolve_note(state, path)
     conn = state.store.conn
     row = conn.execute("SELECT id, title FROM notes WHERE path = ?", (rel,)).fetchone()
-    near = graph.neighbours(conn, int(row["id"]), hops)
+    note_id = int(row["id"])
+    near = graph.neighbours(conn, note_id, hops)
+    # A hub note can have thousands of neighbours: nearest first, then the most linked-to.
+    backlinks = graph.backlink_counts(conn, [n.note_id for n in near] + [note_id])
+    near.sort(key=lambda n: (n.hops, -backlinks.get(n.note_id, 0), n.path))
+    shown = near[:limit]
     descriptions = {
         r[0]: r[1] for r in conn.execute(
             "SELECT path, description FROM notes WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps([n.note_id for n in near]),),
+            (json.dumps([n.note_id for n in shown]),),
         )
     }
-    return {
-        "path": rel, "title": row["title"],
-        "backlinks": graph.backlink_counts(conn, [int(row["id"])]).get(int(row["id"]), 0),
+    out: dict[str, Any] = {
+        "path": rel, "title": row["title"], "backlinks": backlinks.get(note_id, 0),
         "related": [
             {"path": n.path, "title": n.title, "distance": n.hops, "direction": n.direction,
              "description": descriptions.get(n.path, ""), **({"via": n.via} if n.via else {})}
-            for n in near
+            for n in shown
         ],
+        "total": len(near),
         "directions": "out: this note links to it; in: it links to this note; both; a>b: two hops",
         "index": _freshness(state),
     }
+    if len(near) > limit:
+        out["more"] = f"{len(near) - limit} more; showing the nearest and most linked-to {limit}"
+    return out
 
 
 def capture(state: ServerState, text: str, title: str | None = None, kind: str | None = None,
