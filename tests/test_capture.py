@@ -77,7 +77,7 @@ def test_bad_input_is_refused_and_writes_nothing(template_vault, text, kwargs, m
 def test_tracker_deadline_goes_to_deadline_field(template_vault):
     vault, _ = template_vault
     r = braindump(vault, "Migrate legacy-sftp to cert-manager. 2026年6月30日まで", kind="tracker", today=TODAY)
-    assert r.path.startswith("trackers/")
+    assert r.path.startswith("inbox/")
     data = fm(vault, r.path)
     assert data["deadline"] == "2026-06-30" and "due" not in data
 

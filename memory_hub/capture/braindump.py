@@ -26,8 +26,7 @@ from .dates import find_deadline
 
 MAX_CAPTURE_BYTES = int(os.environ.get("MEMORY_HUB_MAX_CAPTURE_BYTES", 256 * 1024))
 SCOPES = ("personal", "work", "project")
-FOLDERS = {CAPTURE: "inbox", TRACKER: "trackers", "decision": "decisions", "runbook": "runbooks",
-           "knowledge": "", "daily": "daily"}
+CAPTURE_FOLDER = "inbox"  # every capture lands here, whatever its kind; dream and people sort it later
 
 
 class CaptureError(ValueError):
@@ -210,7 +209,7 @@ def braindump(vault: Path, text: str, title: str | None = None, kind: str | None
             if not found.actions:
                 reasons.append("deadline found without an explicit action item")
     description = _description(text, title, found.actions)
-    folder = FOLDERS.get(kind, "inbox") if folder is None else folder
+    folder = CAPTURE_FOLDER if folder is None else folder
     note_text = render_capture(title=title, description=description, kind=kind, scope=chosen_scope, tags=tag_list,
                                created=today.isoformat(), body=text, due=due, deadline=deadline, links=links,
                                actions=[a for a in found.actions if f"- [ ] {a}" not in text], sources=sources)
