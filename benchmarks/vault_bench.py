@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import shutil
@@ -75,20 +76,24 @@ def bench(src: Path, runs: int = 3, n_queries: int = 200, resyncs: int = 5, mode
     work = Path(tempfile.mkdtemp(prefix="mh-vault-bench-"))
     try:
         cold: list[float] = []
+        cold_cpu: list[float] = []
         vault = work / "run0"
         for r in range(runs):
             vault = copy_vault(src, work / f"run{r}")
             with Timer() as t:
                 report = sync(vault, progress=False)
             cold.append(t.seconds)
+            cold_cpu.append(t.cpu_seconds)
             if r < runs - 1:
                 shutil.rmtree(vault)
         store = Store(vault)
         warm: list[float] = []
+        warm_cpu: list[float] = []
         for _ in range(resyncs):
             with Timer() as t:
                 again = sync(vault, store=store, progress=False)
             warm.append(t.seconds)
+            warm_cpu.append(t.cpu_seconds)
             assert not again.changed, "a no-change re-sync changed something"
         conn = store.conn
         counts = conn.execute(
@@ -99,30 +104,38 @@ def bench(src: Path, runs: int = 3, n_queries: int = 200, resyncs: int = 5, mode
         for q in queries[:10]:  # warm the page cache once
             search(store, q, k=10, mode=mode)
         q_lat: list[float] = []
+        q_cpu: list[float] = []
         empty = 0
         for q in queries:
             with Timer() as t:
                 hits = search(store, q, k=10, mode=mode).hits
             q_lat.append(t.seconds)
+            q_cpu.append(t.cpu_seconds)
             empty += not hits
         rng = random.Random(11)
         ids = [int(r[0]) for r in conn.execute("SELECT id FROM notes WHERE kind != 'attachment' ORDER BY id")]
         sample = rng.sample(ids, min(200, len(ids)))
         g_lat: list[float] = []
+        g_cpu: list[float] = []
         sizes: list[int] = []
         for nid in sample:
             with Timer() as t:
                 near = graph.neighbourhood(conn, [nid], 2)
             g_lat.append(t.seconds)
+            g_cpu.append(t.cpu_seconds)
             sizes.append(len(near))
         store.close()
         return {
             "vault": str(src), "notes": counts[0], "attachments": counts[1], "links": counts[2], "dangling": counts[3],
             "skipped": len(report.skipped), "problems": len(report.problems),
-            "cold_index_s": {"median": round(statistics.median(cold), 2), "runs": [round(c, 2) for c in cold]},
-            "resync_no_change_s": {"median": round(statistics.median(warm), 3), "max": round(max(warm), 3)},
-            "query": {"mode": mode, **latency_summary(q_lat), "empty_results": empty},
-            "two_hop": {**latency_summary(g_lat), "median_neighbours": statistics.median(sizes) if sizes else 0},
+            "cold_index_s": {"median": round(statistics.median(cold), 2), "runs": [round(c, 2) for c in cold],
+                             "cpu_median": round(statistics.median(cold_cpu), 2)},
+            "resync_no_change_s": {"median": round(statistics.median(warm), 3), "max": round(max(warm), 3),
+                                   "cpu_median": round(statistics.median(warm_cpu), 3)},
+            "query": {"mode": mode, **latency_summary(q_lat), "empty_results": empty,
+                      "cpu": latency_summary(q_cpu)},
+            "two_hop": {**latency_summary(g_lat), "median_neighbours": statistics.median(sizes) if sizes else 0,
+                        "cpu": latency_summary(g_cpu)},
             "db_bytes": db_size(vault), "peak_rss_mb": peak_rss_mb(),
             "sample_queries": queries[:8],
         }
@@ -144,17 +157,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     summary = bench(src, args.runs, args.queries, mode=args.mode)
     summary["command"] = "python benchmarks/vault_bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    print(f"load average {os.getloadavg()}")
     print(f"{src.name}: {summary['notes']} notes, {summary['attachments']} attachments, {summary['links']} links "
           f"({summary['dangling']} dangling)")
     rows = [
         {"measure": "cold index (median of runs)", "value": f"{summary['cold_index_s']['median']} s",
-         "detail": json.dumps(summary["cold_index_s"]["runs"])},
+         "detail": f"runs {json.dumps(summary['cold_index_s']['runs'])}; CPU {summary['cold_index_s']['cpu_median']} s"},
         {"measure": "no-change re-sync", "value": f"{summary['resync_no_change_s']['median']} s",
-         "detail": f"max {summary['resync_no_change_s']['max']} s"},
+         "detail": f"max {summary['resync_no_change_s']['max']} s; CPU {summary['resync_no_change_s']['cpu_median']} s"},
         {"measure": f"{args.mode} query p50 / p95", "value": f"{summary['query']['p50_ms']} / {summary['query']['p95_ms']} ms",
-         "detail": f"{summary['query']['n']} queries, {summary['query']['empty_results']} empty"},
+         "detail": f"{summary['query']['n']} queries, {summary['query']['empty_results']} empty; "
+                   f"CPU {summary['query']['cpu']['p50_ms']} / {summary['query']['cpu']['p95_ms']} ms"},
         {"measure": "2-hop neighbourhood p50 / p95", "value": f"{summary['two_hop']['p50_ms']} / {summary['two_hop']['p95_ms']} ms",
-         "detail": f"{summary['two_hop']['n']} notes, median {summary['two_hop']['median_neighbours']} neighbours"},
+         "detail": f"{summary['two_hop']['n']} notes, median {summary['two_hop']['median_neighbours']} neighbours; "
+                   f"CPU {summary['two_hop']['cpu']['p50_ms']} / {summary['two_hop']['cpu']['p95_ms']} ms"},
         {"measure": "index size", "value": f"{summary['db_bytes'] / 1e6:.1f} MB", "detail": "index.sqlite3 + wal"},
         {"measure": "peak RSS", "value": f"{summary['peak_rss_mb']} MB", "detail": "whole benchmark process"},
     ]

@@ -129,3 +129,13 @@ def test_markdown_links_resolve_relative_to_source_folder() -> None:
     assert r.resolve("sibling", "src/note.md", WIKILINK) == "sibling.md"
     # leaving the vault does not resolve to something outside; it falls back to name resolution
     assert r.resolve("../../../sibling.md", "src/note.md", MARKDOWN) == "sibling.md"
+
+
+def test_stray_backtick_does_not_hide_later_links() -> None:
+    # from the Obsidian Hub: an escaped backtick, then list items with code and links
+    text = ("- use a `\\` backslash to escape a backtick ( \\`)?\n"
+            "- `@shabegom` talk, see [[buttons]]\n"
+            "- one ```schedule codeblock, then [[timeline]]\n"
+            "- [[after]] `code [[hidden]]`\n"
+            "\nmulti `line\nspan [[also-hidden]]` [[visible]]\n")
+    assert [t for t, _ in _targets(text)] == ["buttons", "timeline", "after", "visible"]

@@ -10,7 +10,11 @@ from __future__ import annotations
 import re
 
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
-_INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+# Inline code: a run of backticks closed by a run of the same length. A span never crosses a
+# block boundary (a blank line, or a new list item, heading or quote line), and a backslash-escaped
+# backtick opens nothing — otherwise one stray backtick would hide every link after it.
+_BLOCK_START = r"\n[ \t]*(?:\n|(?:[-*+]|\d+[.)])[ \t]|#|>)"
+_INLINE_CODE = re.compile(r"(?<![`\\])(`+)(?!`)((?:(?!" + _BLOCK_START + r").)+?)(?<!`)\1(?!`)", re.DOTALL)
 _COMMENT = re.compile(r"%%.*?%%|<!--.*?-->", re.DOTALL)
 
 
