@@ -202,6 +202,22 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
     alone.refresh()
     systems: dict[str, list[float]] = {"hybrid search (lexical)": [], "recall alone": [],
                                        "recall fused, k=5": [], "recall fused, as injected": []}
+    searcher = None
+    if args.vectors:  # the warm server's searcher: lexical + e5 vectors (+ graph), models loaded once
+        from memory_hub.retrieval.searcher import Searcher
+
+        searcher = Searcher(vault, store=store, mode="hybrid")
+        t0 = time.perf_counter()
+        searcher.sync_vectors(progress=False)
+        print(f"vectors for {len(mapping)} turn notes in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+
+        def vector_hybrid(query: str, k: int, prefix: str | None) -> list[tuple[str, bool]]:
+            hits = searcher.search(query, k=k, filters=Filters(path_prefix=prefix), mode="hybrid").hits
+            return [(h.path, h.exact) for h in hits]
+
+        fused_vec = Recaller(vault, hybrid=vector_hybrid, refresh_interval=None)
+        fused_vec.refresh()
+        systems.update({"hybrid search (lexical+vectors)": [], "recall fused with it, k=5": []})
     times: dict[str, list[float]] = {k: [] for k in systems}
 
     def score(paths: list[str], qid: str) -> float:
@@ -216,6 +232,10 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
             return [n.path for n in alone.recall(prompt, k=5, fuse=False, prefix=prefix).notes]
         if name == "recall fused, k=5":
             return [n.path for n in fused.recall(prompt, k=5, prefix=prefix).notes]
+        if name == "hybrid search (lexical+vectors)":
+            return [p for p, _ in vector_hybrid(prompt, 5, prefix)]
+        if name == "recall fused with it, k=5":
+            return [n.path for n in fused_vec.recall(prompt, k=5, prefix=prefix).notes]
         block = fused.recall(prompt, prefix=prefix).block
         return [e.path for e in block.included] if block else []
 
@@ -271,6 +291,8 @@ def main() -> int:
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-locomo", action="store_true")
     parser.add_argument("--locomo-limit", type=int, default=0)
+    parser.add_argument("--vectors", action="store_true",
+                        help="also compare with the lexical+vector hybrid search (embeds the LoCoMo turns first)")
     args = parser.parse_args()
     Path(args.work).mkdir(parents=True, exist_ok=True)
     os.environ.pop("MEMORY_HUB_LLM_URL", None)

@@ -180,3 +180,31 @@ def test_golden_cases_mostly_found(template_vault: tuple[Path, object], fuse: bo
         total += 1
         hits += any(e in got for e in case["expect"])
     assert hits / total >= 0.7, f"{hits}/{total}"
+
+
+def test_saved_transcripts_rank_below_curated_notes(make_vault) -> None:
+    body = "Rotate the signing key for the billing webhook every quarter."
+    raw = ("---\ntitle: Billing webhook signing key\nsource: claude-code-hook\ntags: [transcript, claude-code]\n---\n\n"
+           + body + "\n")
+    vault, _ = make_vault({"inbox/raw.md": raw, "curated.md": note("Billing webhook signing key", body)})
+    recaller = Recaller(vault, hybrid=False)
+    recaller.refresh()
+    ranked = recaller.rank("billing webhook signing key rotation", classify("x", recaller.index))
+    assert [r.path for r in ranked] == ["curated.md", "inbox/raw.md"]
+    assert ranked[0].score == pytest.approx(2 * ranked[1].score, rel=0.01)
+
+
+def test_long_prompts_reach_the_hybrid_search_as_their_rarest_terms(template_vault) -> None:
+    vault, _ = template_vault
+    seen: list[str] = []
+
+    def spy(query: str, k: int, prefix: str | None) -> list[tuple[str, bool]]:
+        seen.append(query)
+        return []
+
+    recaller = Recaller(vault, hybrid=spy)
+    long_prompt = ("Please look at the deploy pipeline again; " * 10) + "the apply_secrets step fails on passkey rollout"
+    recaller.recall(long_prompt)
+    recaller.recall("short prompt about the deploy pipeline")
+    assert len(seen[0].split()) <= 12 and "apply_secret" in seen[0]
+    assert seen[1] == "short prompt about the deploy pipeline"
