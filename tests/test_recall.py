@@ -208,3 +208,18 @@ def test_long_prompts_reach_the_hybrid_search_as_their_rarest_terms(template_vau
     recaller.recall("short prompt about the deploy pipeline")
     assert len(seen[0].split()) <= 12 and "apply_secret" in seen[0]
     assert seen[1] == "short prompt about the deploy pipeline"
+
+
+def test_prompt_embedding_only_breaks_ties(template_vault) -> None:
+    """With a real local embedder the rules still decide clear cases; the embedding is a hint."""
+    from memory_hub.index.embed import load_embedder
+    from memory_hub.retrieval.recall import _Prototypes
+
+    vault, _ = template_vault
+    index = RecallIndex(vault)
+    index.refresh()
+    protos = _Prototypes(load_embedder())
+    best, margin = protos.nearest("fix the typo in the README and rerun the linter")
+    assert best == LIGHT and margin > 0
+    assert classify("fix the typo in the README and rerun the linter", index, protos).mode == LIGHT
+    assert classify("認証フローとパスキーの関係を教えて", index, protos).reason == "asks how things connect"
