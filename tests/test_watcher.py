@@ -72,6 +72,9 @@ def test_folder_rename_and_ignored_paths(watched: ServerState) -> None:
     assert relevant_path(vault, str(vault / "inbox" / ".mh-abc.tmp")) is None
     assert relevant_path(vault, "/elsewhere/x.md") is None
     assert relevant_path(vault, str(vault / "inbox" / "a.md")) == "inbox/a.md"
+    wait_for(lambda: watched.watcher.pending == 0, "rename settled")
+    time.sleep(0.5)
+    wait_for(lambda: watched.watcher.pending == 0, "rename settled")
     syncs = watched.watcher.syncs
     (vault / ".obsidian").mkdir(exist_ok=True)
     (vault / ".obsidian" / "workspace.json").write_text("{}", encoding="utf-8")
@@ -81,6 +84,7 @@ def test_folder_rename_and_ignored_paths(watched: ServerState) -> None:
 
 def test_reading_files_does_not_trigger_syncs(watched: ServerState) -> None:
     """watchdog 7 reports opened/closed events; reads must not cause re-indexing."""
+    wait_for(lambda: watched.watcher.pending == 0, "start-up settled")
     syncs = watched.watcher.syncs
     for p in sorted(watched.vault.rglob("*.md"))[:20]:
         p.read_bytes()

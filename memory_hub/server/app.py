@@ -60,10 +60,13 @@ def _guarded(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _mode_help() -> str:
-    from ..retrieval import search as pipeline
+# The retrieval layer validates modes (retrieval.search.MODES); listed here so that building the tool
+# list does not import the retrieval stack at start-up. A test keeps the two in step.
+SEARCH_MODES = ("lexical", "vector", "hybrid", "hybrid+graph", "hybrid+rerank", "hybrid+graph+rerank")
 
-    modes = ", ".join(getattr(pipeline, "MODES", ("lexical",)))
+
+def _mode_help() -> str:
+    modes = ", ".join(SEARCH_MODES)
     return (f"Ranking mode, one of: {modes}. Leave empty for the server's default (lexical while models "
             "are still loading). 'lexical' is keyword-only; modes with 'rerank' are slower but sharper.")
 

@@ -11,6 +11,7 @@ import importlib
 import json
 import logging
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ log = logging.getLogger("memory_hub.server")
 TRANSPORTS = ("stdio", "sse", "http")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+CATCH_UP_DELAY = 1.5  # seconds after start before the first full rescan
 
 
 def endpoint_url(transport: str, host: str, port: int) -> str:
@@ -72,7 +74,11 @@ def open_state(vault: Path, *, watch: bool = True, rescan_every: float | None = 
     if watch:
         state.watcher = Watcher(state.vault, state.store, rescan_every=rescan_every,
                                 on_synced=state.sync_vectors).start()
-        state.watcher.request_full()  # catch up on whatever changed while no server ran
+        # Catch up on whatever changed while no server ran, once the client's handshake is done:
+        # a stat walk of a large vault would otherwise compete with it for the GIL.
+        timer = threading.Timer(CATCH_UP_DELAY, state.watcher.request_full)
+        timer.daemon = True
+        timer.start()
     if warm:
         state.warm_in_background()
     else:

@@ -73,7 +73,7 @@ class ServerState:
 
     vault: Path
     store: Store
-    searcher: SearcherLike
+    _searcher: SearcherLike | None = None
     started_at: float = field(default_factory=time.time)
     started_monotonic: float = field(default_factory=time.monotonic)
     watcher: Any = None  # server.watcher.Watcher, when running
@@ -82,13 +82,22 @@ class ServerState:
     ready_seconds: float | None = None  # time from start to warm models
     extras: dict[str, Any] = field(default_factory=dict)  # other stages may park long-lived objects here
     _vector_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _searcher_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def searcher(self) -> SearcherLike:
+        """The retrieval searcher, created on first use (importing it costs start-up time)."""
+        if self._searcher is None:
+            with self._searcher_lock:
+                if self._searcher is None:
+                    self._searcher = make_searcher(self.vault, self.store)
+        return self._searcher
 
     @classmethod
     def open(cls, vault: Path) -> ServerState:
-        """Open a vault's index and searcher without loading any model."""
+        """Open a vault's index without loading any model (the searcher comes on first use)."""
         vault = Path(vault).resolve()
-        store = Store(vault)
-        return cls(vault=vault, store=store, searcher=make_searcher(vault, store))
+        return cls(vault=vault, store=Store(vault))
 
     def warm_in_background(self) -> threading.Thread:
         """Load models in a daemon thread; ``models_ready`` is set when done (or when it failed)."""
