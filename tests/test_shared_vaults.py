@@ -16,12 +16,11 @@ from urllib.parse import unquote
 
 import pytest
 import yaml
+from conftest import shared_path
 
 from memory_hub.index.store import Store
 from memory_hub.index.sync import sync
 from memory_hub.retrieval.search import search
-
-from conftest import shared_path
 
 pytestmark = pytest.mark.shared
 
