@@ -23,7 +23,9 @@ from .vectors import Vectorizer
 COHESION = 0.50
 MIN_PARAGRAPHS = 4
 MIN_PARAGRAPH_CHARS = 40
-CLEAR_MARGIN = 0.15  # within-side similarity must beat cross-side similarity by this much
+# within-side similarity must beat cross-side similarity by this much. Lexical paragraph vectors
+# rarely overlap at all, so their cohesion is low for every note; they need a wider margin.
+CLEAR_MARGIN = {"embed": 0.15, "lexical": 0.30}
 
 
 def _mean_offdiag(sims: np.ndarray) -> float:
@@ -65,7 +67,7 @@ def atomicity(corpus: Corpus, vectorizer: Vectorizer, split: bool = False,
         if found is None:
             continue
         cut, within, between = found
-        if within - between < CLEAR_MARGIN:
+        if within - between < CLEAR_MARGIN[vectorizer.backend]:
             continue
         proposal = {"path": path, "cohesion": round(cohesion, 3), "within": round(within, 3),
                     "between": round(between, 3), "split_before": paras[cut][:80]}
