@@ -123,10 +123,14 @@ def test_loopback_rejects_dns_rebinding(vault: Path) -> None:
         cross = httpx.get(f"{base}/health", headers={"Origin": "http://attacker.example"})
         same = httpx.get(f"{base}/health", headers={"Origin": f"http://localhost:{port}"})
         mcp_rebound = httpx.post(f"{base}/mcp", headers={"Host": "attacker.example"}, json={})
+        second = subprocess.run([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", "http",
+                                 "--port", str(port), "--no-warm", "--no-hooks-socket"],
+                                capture_output=True, text=True, timeout=60)
     assert ok.status_code == 200 and ok_named.status_code == 200 and same.status_code == 200
     assert rebound.status_code == 421 and "attacker.example" in rebound.json()["error"]
     assert cross.status_code == 403
     assert mcp_rebound.status_code == 421
+    assert second.returncode == 1 and "already in use" in second.stderr and "Traceback" not in second.stderr
 
 
 def test_non_loopback_bind_requires_a_token(vault: Path) -> None:

@@ -20,7 +20,7 @@ def _vault(args: argparse.Namespace):  # noqa: ANN202 - pathlib.Path
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from ..cli import CliError
-    from ..server.run import GuardError, serve
+    from ..server.run import GuardError, PortInUse, serve
 
     vault = _vault(args)
     try:
@@ -30,10 +30,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
               log_level=args.log_level)
     except GuardError as exc:
         raise CliError(str(exc), code=2) from None
-    except OSError as exc:
-        if exc.errno == 98:  # EADDRINUSE
-            raise CliError(f"port {args.port} is already in use; pass --port or stop the other server") from None
-        raise
+    except PortInUse as exc:
+        raise CliError(exc.strerror or str(exc)) from None
     return 0
 
 

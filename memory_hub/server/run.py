@@ -7,9 +7,11 @@ threads, so a client gets its ``initialize`` answer within about a second.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import logging
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -37,6 +39,28 @@ def client_snippet(transport: str, url: str, token: bool) -> dict[str, Any]:
     if token:
         entry["headers"] = {"Authorization": "Bearer ${MEMORY_HUB_TOKEN}"}
     return {"mcpServers": {"memory-hub": entry}}
+
+
+class PortInUse(OSError):
+    """The address is taken (another server, probably this one already running)."""
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Bind the listening socket ourselves, so a taken port is a clear error before anything prints."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)  # with SO_REUSEADDR, a port another server listens on fails here, not at bind
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(exc.errno, f"port {port} on {host} is already in use (is memory-hub already "
+                                       "serving? pass --port to pick another)") from None
+        raise
+    sock.set_inheritable(True)
+    return sock
 
 
 def _configure_logging(level: str) -> None:
@@ -109,8 +133,10 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
         raise ValueError(f"unknown transport {transport!r}; choose {', '.join(TRANSPORTS)}")
     _configure_logging(log_level)
     token = None
+    sock = None
     if transport != "stdio":
         token = require_token(host, token_from_env())  # refuse before opening anything
+        sock = bind_socket(host, port)
     from .app import build_server
 
     state = open_state(vault, watch=watch, rescan_every=rescan_every, warm=warm, hooks_socket=hooks_socket)
@@ -132,7 +158,7 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
         print(json.dumps(client_snippet(transport, url, token is not None), indent=2), file=sys.stderr, flush=True)
         mcp.run(transport, show_banner=False, host=host, port=port, log_level=log_level.upper(),
                 middleware=[Middleware(Guard, allowed_hosts=hosts, token=token)],
-                host_origin_protection=False)
+                host_origin_protection=False, sockets=[sock])
     finally:
         close_state(state)
 
@@ -151,4 +177,4 @@ def _add_health_route(mcp: Any, state: ServerState) -> None:
         })
 
 
-__all__ = ["GuardError", "TRANSPORTS", "client_snippet", "close_state", "endpoint_url", "open_state", "serve"]
+__all__ = ["GuardError", "PortInUse", "TRANSPORTS", "client_snippet", "close_state", "endpoint_url", "open_state", "serve"]
