@@ -1,0 +1,36 @@
+"""`memory-hub sync` (the seeds' sync_vault): brings the index up to date and exits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from memory_hub.index.store import Store
+
+MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
+
+
+def test_sync_picks_up_adds_edits_and_deletes(template_vault: tuple[Path, Store]) -> None:
+    vault, store = template_vault
+    (vault / "inbox" / "synced.md").write_text("# Synced\n\nokapi-shaped content\n", encoding="utf-8")
+    (vault / "home.md").write_text((vault / "home.md").read_text(encoding="utf-8") + "\nedited\n", encoding="utf-8")
+    (vault / "runbooks" / "blue-green-rollback.md").unlink()
+    proc = subprocess.run([MEMORY_HUB, "--vault", str(vault), "sync", "--json"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["added"] == ["inbox/synced.md"]
+    assert report["updated"] == ["home.md"]
+    assert report["deleted"] == ["runbooks/blue-green-rollback.md"]
+    assert "vectors" in report  # the vector step ran, or said why not
+    assert store.note_row("inbox/synced.md") is not None
+    again = json.loads(subprocess.run([MEMORY_HUB, "--vault", str(vault), "sync", "--json", "--lexical-only"],
+                                      capture_output=True, text=True, check=True).stdout)
+    assert not (again["added"] or again["updated"] or again["deleted"])
+
+
+def test_sync_on_a_missing_vault_is_a_clear_error(tmp_path: Path) -> None:
+    proc = subprocess.run([MEMORY_HUB, "--vault", str(tmp_path / "nope"), "sync"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "vault not found" in proc.stderr and "Traceback" not in proc.stderr
