@@ -3,6 +3,18 @@
 A thin shell over the library: parse, call one function, print.
 
 Errors go to stderr with a non-zero exit; ``--json`` output is stable (see README, "JSON output").
+The core commands' ``--json`` shapes (keys may be added, never renamed or removed):
+
+* ``init``:   {vault, outcome: created|adopted, index: <index report>}
+* ``index``:  {added, updated, deleted: [path], renamed: [[old, new]], unchanged: int,
+               skipped: [{path, reason}], problems: [{path, problem}], links_resolved: int,
+               seconds: float, interrupted: bool} (+ the vector step's keys unless --no-vectors)
+* ``search``: {query, results: [{path, title, description, kind, date, score, snippet, tags, exact}
+               (+ channels, graph, rerank with --explain)], timings_ms: {stage: ms}, warnings: [str]}
+* ``links``:  {note, title, backlinks: int, links: [{target, kind, heading, block, alias, line,
+               target_path (null when dangling)}], neighbours: [{path, title, hops, direction, via}]}
+* ``status``: {vault, index, notes, attachments, kinds: {kind: n}, ranked_notes, links, dangling_links,
+               last_sync, pending_changes, problems: ["path: problem"]}
 """
 
 from __future__ import annotations

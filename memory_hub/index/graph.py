@@ -1,4 +1,4 @@
-"""The link graph: the links table, resolution of targets, and neighbourhoods by recursive CTE."""
+"""The link graph: the links table, resolution of targets, and neighbourhoods by breadth-first level CTEs."""
 
 from __future__ import annotations
 
