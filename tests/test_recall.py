@@ -59,7 +59,7 @@ def test_title_beats_body_and_body_repetition_is_capped(make_vault) -> None:
     assert [r.path for r in ranked][:2] == ["about.md", "mentions.md"]
     index = RecallIndex(vault)
     index.refresh()
-    assert index.data.notes["mentions.md"].weights["kafka"] == 4.0  # 60 repetitions count as 4
+    assert index.data.postings["kafka"]["mentions.md"] == 4.0  # 60 repetitions count as 4
 
 
 def test_coverage_beats_a_hub_word(make_vault) -> None:

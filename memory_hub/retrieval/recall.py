@@ -22,6 +22,7 @@ import math
 import os
 import pickle
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -38,7 +39,7 @@ from .block import DEFAULT_BUDGET, Block, Entry, render
 
 LIGHT, TARGETED, GRAPH = "light", "targeted", "graph-overview"
 MODES = (LIGHT, TARGETED, GRAPH)
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 
 # Field weights: a term in the title says the note is *about* it; in the body, only that it is mentioned.
 W_TITLE, W_ALIAS, W_STEM, W_TAG, W_DESC, W_BODY = 10.0, 8.0, 6.0, 5.0, 3.0, 1.0
@@ -46,6 +47,7 @@ BODY_CAP = 4  # body repetitions beyond this add nothing
 BODY_CHARS = 60_000
 MAX_QUERY_TERMS = 48
 COMMON_SHARE = 0.2
+SAVE_EVERY = 60.0  # seconds between saves of recall's index for incremental (watcher) updates
 HYBRID_K = 10  # hybrid hits fused; beyond the top few they only add cost (snippets)
 HYBRID_QUERY_TERMS = 12  # a long prompt is searched by its rarest terms, not all of its words
 PER_MODE_K = {LIGHT: 6, TARGETED: 8, GRAPH: 10}
@@ -120,7 +122,7 @@ class NoteInfo:
     title: str
     description: str
     kind: str
-    weights: dict[str, float]
+    terms: tuple[str, ...]  # the note's terms; their weights live in the postings
     names: list[str]  # normalised title, aliases and file stem: how a prompt or a link names it
     links: list[str]  # normalised link targets (file stems)
     useful: int = 0
@@ -143,13 +145,14 @@ def _count(value: Any) -> int:
         return 0
 
 
-def note_info(path: str, text: str) -> NoteInfo:
-    """Everything recall needs from one note: weighted terms, names, links, counters."""
+def note_info(path: str, text: str) -> tuple[NoteInfo, dict[str, float]]:
+    """Everything recall needs from one note (names, links, counters) and its weighted terms."""
     note = parse_note(path, text)
     weights: dict[str, float] = {}
 
     def add(terms: Iterable[str], w: float) -> None:
         for t in set(terms):
+            t = sys.intern(t)  # one string object per term: the saved index stores it once
             weights[t] = weights.get(t, 0.0) + w
 
     stem = PurePosixPath(path).stem
@@ -162,15 +165,16 @@ def note_info(path: str, text: str) -> NoteInfo:
     for t in tokens(note.body[:BODY_CHARS]):
         counts[t] = counts.get(t, 0) + 1
     for t, n in counts.items():
+        t = sys.intern(t)
         weights[t] = weights.get(t, 0.0) + W_BODY * min(n, BODY_CAP)
     names = [_key(n) for n in (note.title, *note.aliases, stem) if n and _key(n)]
     links = [_key(PurePosixPath(link.target).stem) for link in note.links if link.target]
     return NoteInfo(
-        title=note.title, description=note.description, kind=note.kind, weights=weights,
+        title=note.title, description=note.description, kind=note.kind, terms=tuple(weights),
         names=list(dict.fromkeys(names)), links=list(dict.fromkeys(links)),
         useful=_count(note.frontmatter.get("useful_count")), access=_count(note.frontmatter.get("access_count")),
         raw_transcript=str(note.frontmatter.get("source", "")).endswith("-hook") and "transcript" in note.tags,
-    )
+    ), weights
 
 
 class RecallIndex:
@@ -187,16 +191,21 @@ class RecallIndex:
         self._heads: dict[str, list[str]] = {}
         self._backlinks: dict[str, int] | None = None
         self.last_refresh = 0.0
+        self._unsaved = False
+        self._saved_at = time.monotonic()
 
     # persistence -------------------------------------------------------------------------------
     def load(self) -> bool:
         """Read the saved copy (one file). Returns False when there is none or it is unusable."""
         try:
             with open(self.path, "rb") as fh:
-                data = pickle.load(fh)  # our own cache file inside the vault's index folder
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError):
-            return False
-        if not isinstance(data, _Data) or data.version != INDEX_VERSION:
+                raw = pickle.load(fh)  # our own cache file (plain dicts and tuples) in the index folder
+            if not isinstance(raw, dict) or raw.get("version") != INDEX_VERSION:
+                return False
+            data = _Data(INDEX_VERSION, raw["files"], {p: NoteInfo(*t) for p, t in raw["notes"].items()},
+                         raw["postings"])
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError,
+                KeyError, TypeError):
             return False
         self.data = data
         self.loaded_from_disk = True
@@ -206,8 +215,11 @@ class RecallIndex:
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".index.{os.getpid()}.{threading.get_ident()}.tmp")
+        d = self.data
+        plain = {"version": d.version, "files": d.files, "postings": d.postings,
+                 "notes": {p: tuple(vars(n).values()) for p, n in d.notes.items()}}
         with open(tmp, "wb") as fh:
-            pickle.dump(self.data, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(plain, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, self.path)
 
     def _invalidate(self) -> None:
@@ -220,16 +232,16 @@ class RecallIndex:
         self.data.files.pop(path, None)
         if info is None:
             return
-        for t in info.weights:
+        for t in info.terms:
             posting = self.data.postings.get(t)
             if posting is not None:
                 posting.pop(path, None)
                 if not posting:
                     del self.data.postings[t]
 
-    def _add(self, path: str, info: NoteInfo) -> None:
+    def _add(self, path: str, info: NoteInfo, weights: dict[str, float]) -> None:
         self.data.notes[path] = info
-        for t, w in info.weights.items():
+        for t, w in weights.items():
             self.data.postings.setdefault(t, {})[path] = w
 
     def refresh(self, deadline: float | None = None, only: Iterable[str] | None = None) -> dict[str, int]:
@@ -276,15 +288,21 @@ class RecallIndex:
                 except (UnreadableNote, OSError):
                     known[st.path] = (st.mtime_ns, st.size)  # remember, so it is not retried each prompt
                     continue
-                self._add(st.path, note_info(st.path, text))
+                self._add(st.path, *note_info(st.path, text))
                 known[st.path] = (st.mtime_ns, st.size)
                 changed += 1
             if only is None:
                 self.complete = complete
             if changed or removed:
                 self._invalidate()
+                self._unsaved = True
+            # The saved copy only speeds up the next cold start, and it stays consistent however old
+            # it is (files and their terms are saved together): a watcher's small updates save at
+            # most once a minute, a full refresh saves at once.
+            if self._unsaved and (only is None or time.monotonic() - self._saved_at > SAVE_EVERY):
                 try:
                     self.save()
+                    self._unsaved, self._saved_at = False, time.monotonic()
                 except OSError:
                     pass
             self.last_refresh = time.monotonic()
