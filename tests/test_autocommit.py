@@ -88,3 +88,22 @@ def test_schedule_prints_every_form_and_installs_idempotently(repo, tmp_path, mo
     assert install(repo, kind="systemd", activate=False) == ["systemd entries already up to date"]
     assert main(["--vault", str(repo), "schedule"]) == 0
     assert "launchd" in capsys.readouterr().out
+
+
+def test_waits_for_a_running_dream_pass(repo):
+    import fcntl
+    import os
+
+    from memory_hub.config import index_dir
+
+    index_dir(repo).mkdir(exist_ok=True)
+    fd = os.open(index_dir(repo) / "dream.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        (repo / "e.md").write_text("# E\n")
+        r = autocommit(repo)
+        assert not r.committed and "dream" in (r.skipped or "")
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    assert autocommit(repo).committed

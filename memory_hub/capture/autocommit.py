@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import INDEX_DIRNAME
+from ..config import INDEX_DIRNAME, index_dir
 from ..vault.git import GitError, ensure_gitignore, is_repo, run_git
 
 _IN_PROGRESS = {
@@ -112,6 +112,26 @@ def ensure_index_ignored(vault: Path) -> list[str]:
     return fixed
 
 
+def dream_running(vault: Path) -> bool:
+    """Whether a dream pass holds its lock: its edits are committed by the pass itself, step by step."""
+    import fcntl
+    import os
+
+    lock = index_dir(vault) / "dream.lock"
+    if not lock.exists():
+        return False
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 def autocommit(vault: Path, message: str | None = None, lock_wait_s: float = 5.0) -> CommitReport:
     """Commit every change in the vault (index caches excluded); a no-op when nothing changed."""
     vault = Path(vault)
@@ -123,6 +143,8 @@ def autocommit(vault: Path, message: str | None = None, lock_wait_s: float = 5.0
         return CommitReport(False, skipped=f"{busy} is in progress; not committing until it is finished"
                             if dirty else None,
                             notes=[f"{busy} in progress"])
+    if dream_running(vault):
+        return CommitReport(False, skipped="a dream pass is running; it commits its own changes")
     deadline = time.monotonic() + lock_wait_s
     while (git_dir(vault) / "index.lock").exists():
         if time.monotonic() > deadline:

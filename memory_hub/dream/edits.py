@@ -68,6 +68,8 @@ def apply(vault: Path, step: StepResult, message: str) -> str | None:
     if not touched:
         return None
     run_git(vault, "add", "-A", "--", *touched)
+    if run_git(vault, "diff", "--cached", "--quiet", "--", *touched, check=False).returncode == 0:
+        return None  # someone else committed these files already
     run_git(vault, "commit", "-q", "-m", message, "--", *touched, identity=True)
     return run_git(vault, "rev-parse", "HEAD").stdout.strip()
 
