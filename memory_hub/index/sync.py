@@ -9,6 +9,8 @@ the next run simply completes. Renames are detected by content hash and keep the
 from __future__ import annotations
 
 import json
+import os
+import stat as stat_module
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -17,7 +19,17 @@ from pathlib import Path
 
 from ..progress import Progress
 from ..vault.notes import ATTACHMENT, Note, parse_note
-from ..vault.walk import FileStat, Skipped, UnreadableNote, content_hash, decode_note, read_note_bytes, walk
+from ..vault.walk import (
+    FileStat,
+    OutsideVault,
+    Skipped,
+    UnreadableNote,
+    content_hash,
+    decode_note,
+    read_note_bytes,
+    safe_path,
+    walk,
+)
 from . import graph, lexical
 from .store import Store, reset
 
@@ -88,6 +100,16 @@ def _trusted(stat: FileStat) -> FileStat:
     if time.time_ns() - stat.mtime_ns < RACY_WINDOW_NS:
         return FileStat(stat.path, 0, stat.size)
     return stat
+
+
+def _stat_named(vault: Path, rel: str) -> FileStat | None:
+    """One named file as ``walk`` would yield it, or None (gone, not a file, hidden, outside the vault)."""
+    try:
+        full = safe_path(vault, rel)
+        st = os.stat(full)
+    except (OutsideVault, OSError):
+        return None
+    return FileStat(rel, st.st_mtime_ns, st.st_size) if stat_module.S_ISREG(st.st_mode) else None
 
 
 def _attachment_note(stat: FileStat) -> Note:
@@ -196,10 +218,8 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
              conn.execute("SELECT path, mtime_ns, size, hash, kind FROM notes")}
     if only is not None:
         wanted = {p.replace("\\", "/") for p in only}
-        files = []
-        for st in walk(vault, report.skipped):
-            if st.path in wanted:
-                files.append(st)
+        # Stat just the named files (a walk of a 6,000-note vault costs ~1 s of CPU per watcher event).
+        files = [st for st in (_stat_named(vault, p) for p in sorted(wanted)) if st is not None]
         present = {f.path for f in files}
         known_scope = {p: v for p, v in known.items() if p in wanted}
         missing = [p for p in known_scope if p not in present]
