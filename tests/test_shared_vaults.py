@@ -265,6 +265,7 @@ def test_obsidian_help_ja_and_permalink_pairs(shared_vault_copy) -> None:
     assert total > 500 and agree / total > 0.85, (agree, total)
 
 
+@pytest.mark.slow
 def test_obsidian_hub(shared_vault_copy) -> None:
     vault, store = _index(shared_vault_copy, "obsidian-hub")
     counts = _check_against_files(vault, store)

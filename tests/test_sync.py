@@ -156,6 +156,7 @@ def test_skip_rules(make_vault, tmp_path: Path, capsys: pytest.CaptureFixture[st
         "attachments/pic.png": b"\x89PNG\r\n\x1a\n\x00\x00",
     }
     vault, store = make_vault(files, index=False)
+    (vault / ".memory_hub" / "cache-note.md").write_text("# inside the index folder\n", encoding="utf-8")
     os.symlink(outside / "secret.md", vault / "escape.md")
     os.symlink(outside, vault / "escape-dir")
     os.symlink(vault / "ok.md", vault / "inside-link.md")
