@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import sys
@@ -88,10 +89,12 @@ def build_vault(corpus: Iterable[dict[str, Any]], root: Path,
 
 
 def run_queries(store: Store, queries: dict[str, str], path_to_doc: dict[str, str], mode: str, k: int = 100
-                ) -> tuple[dict[str, list[str]], list[float], int]:
-    """Each query through the real search: ({query id: [doc ids]}, latencies in seconds, errors)."""
+                ) -> tuple[dict[str, list[str]], list[float], int, list[float]]:
+    """Each query through the real search: ({query id: [doc ids]}, latencies in seconds, errors,
+    CPU seconds per query — the machine is shared, CPU time is what an idle one would show)."""
     run: dict[str, list[str]] = {}
     latencies: list[float] = []
+    cpu: list[float] = []
     errors = 0
     for qid, text in queries.items():
         with Timer() as t:
@@ -101,8 +104,9 @@ def run_queries(store: Store, queries: dict[str, str], path_to_doc: dict[str, st
                 hits = []
                 errors += 1
         latencies.append(t.seconds)
+        cpu.append(t.cpu_seconds)
         run[qid] = [path_to_doc[h.path] for h in hits if h.path in path_to_doc]
-    return run, latencies, errors
+    return run, latencies, errors, cpu
 
 
 def benchmark(dataset: Path, split: str, modes: Sequence[str], limit: int | None = None,
@@ -131,10 +135,11 @@ def benchmark(dataset: Path, split: str, modes: Sequence[str], limit: int | None
         store = Store(vault)
         rows = []
         for mode in modes:
-            run, latencies, errors = run_queries(store, queries, path_to_doc, mode)
+            run, latencies, errors, cpu = run_queries(store, queries, path_to_doc, mode)
             scores = evaluate(run, qrels, metrics)
             rows.append({"mode": mode, **{m: round(v, 4) for m, v in scores.items()},
                          **{f"latency_{k}": v for k, v in latency_summary(latencies).items() if k != "n"},
+                         **{f"cpu_{k}": v for k, v in latency_summary(cpu).items() if k in ("p50_ms", "p95_ms")},
                          "queries": len(run), "query_errors": errors})
         store.close()
         return {
@@ -179,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     summary["command"] = "python benchmarks/beir.py " + " ".join(argv if argv is not None else sys.argv[1:])
     print(f"{dataset.name} ({args.split}): {summary['documents']} documents, {summary['queries']} queries; "
           f"indexed in {summary['index_s']}s")
-    print_table(summary["results"], ["mode", *METRICS, "latency_p50_ms", "latency_p95_ms", "queries"])
+    print(f"load average {os.getloadavg()}")
+    print_table(summary["results"], ["mode", *METRICS, "latency_p50_ms", "latency_p95_ms", "cpu_p50_ms", "cpu_p95_ms",
+                                      "queries"])
     name = args.out or f"beir-{dataset.name}-{args.split}" + (f"-limit{args.limit}" if args.limit else "")
     print(f"wrote {write_result(name, summary)}")
     return 0
