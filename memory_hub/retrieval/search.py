@@ -146,6 +146,9 @@ def snippet(body: str, terms: list[str], width: int = 160) -> str:
 MODES = ("lexical", "vector", "hybrid", "hybrid+graph", "hybrid+rerank", "hybrid+graph+rerank")
 DEFAULT_MODE = "hybrid+graph"
 
+# RRF weight per channel. The two lexical channels often agree (same words, two tokenizers), so
+# together they outvote the vector channel unless it is weighted up; see the README for the runs.
+CHANNEL_WEIGHTS: dict[str, float] = {"trigram": 1.0, "words": 1.0, "vectors": 1.0}
 GRAPH_SEEDS = 5  # top fused hits whose neighbours may join
 GRAPH_HOPS = 2
 GRAPH_DECAY = {1: 0.35, 2: 0.15}  # share of the seed's score a neighbour joins with, by hop distance
