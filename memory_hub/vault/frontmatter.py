@@ -14,6 +14,10 @@ from typing import Any
 
 import yaml
 
+# libyaml's safe loader when PyYAML was built with it: the same documents, parsed several times faster
+# (YAML parsing was a sixth of cold-index time on obsidian-hub with the pure-Python loader).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 _OPEN = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n")
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
 
@@ -70,7 +74,7 @@ def parse(text: str) -> Frontmatter:
     if raw is None or not raw.strip():
         return fm
     try:
-        loaded = yaml.safe_load(raw)
+        loaded = yaml.load(raw, Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
