@@ -54,8 +54,12 @@ def _tokenizer(path: Path) -> None:
     tok.save(str(path))
 
 
-def _graph(vocab: int, seed: int, sign: float):  # noqa: ANN202 - onnx ModelProto
-    """BERT-like cross-encoder: embeddings + 1 encoder layer + tanh pooler on [CLS] + 1-logit head."""
+def _graph(vocab: int, seed: int, sign: float, hidden: int = HIDDEN, layers: int = 1, heads: int = HEADS,
+           ffn: int = FFN, max_pos: int = MAX_POS):  # noqa: ANN202 - onnx ModelProto
+    """BERT-like cross-encoder: embeddings + encoder layers + tanh pooler on [CLS] + 1-logit head.
+
+    Defaults are tiny; ``hidden=384, layers=6, heads=12, ffn=1536`` has MiniLM-L6's shape and cost.
+    """
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(seed)
@@ -74,41 +78,43 @@ def _graph(vocab: int, seed: int, sign: float):  # noqa: ANN202 - onnx ModelProt
         return out
 
     def ln(x: str, name: str) -> str:
-        return op("LayerNormalization", [x, const(f"{name}.g", np.ones(HIDDEN, np.float32)),
-                                         const(f"{name}.b", np.zeros(HIDDEN, np.float32))], name, axis=-1)
+        return op("LayerNormalization", [x, const(f"{name}.g", np.ones(hidden, np.float32)),
+                                         const(f"{name}.b", np.zeros(hidden, np.float32))], name, axis=-1)
 
     def dense(x: str, nin: int, nout: int, name: str) -> str:
         return op("Add", [op("MatMul", [x, w(f"{name}.w", nin, nout)], f"{name}.mm"), w(f"{name}.b", nout)], name)
 
     seq = op("Shape", ["input_ids"], "seq", start=1, end=2)
-    pos = op("Slice", [w("pos", MAX_POS, HIDDEN), const("zero", np.array([0], np.int64)), seq,
+    pos = op("Slice", [w("pos", max_pos, hidden), const("zero", np.array([0], np.int64)), seq,
                        const("axis0", np.array([0], np.int64))], "pos.rows")
-    x = op("Add", [op("Gather", [w("word", vocab, HIDDEN, scale=1.0), "input_ids"], "word.rows"),
-                   op("Gather", [w("type", 2, HIDDEN), "token_type_ids"], "type.rows")], "emb0")
+    x = op("Add", [op("Gather", [w("word", vocab, hidden, scale=1.0), "input_ids"], "word.rows"),
+                   op("Gather", [w("type", 2, hidden), "token_type_ids"], "type.rows")], "emb0")
     x = ln(op("Add", [x, pos], "emb1"), "emb.ln")
-    hd = HIDDEN // HEADS
-    split = const("split", np.array([0, 0, HEADS, hd], np.int64))
-    q, k, v = (op("Transpose", [op("Reshape", [dense(x, HIDDEN, HIDDEN, n), split], f"{n}.r")], f"{n}.t",
-                  perm=perm) for n, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])))
+    hd = hidden // heads
+    split = const("split", np.array([0, 0, heads, hd], np.int64))
+    merge = const("merge", np.array([0, 0, hidden], np.int64))
     maskf = op("Cast", ["attention_mask"], "mask.f", to=TensorProto.FLOAT)
     bias = op("Mul", [op("Sub", [const("one", np.array(1, np.float32)), maskf], "mask.inv"),
                       const("neg", np.array(-1e4, np.float32))], "mask.neg")
     bias = op("Unsqueeze", [bias, const("axes12", np.array([1, 2], np.int64))], "mask.bias")
-    scores = op("Add", [op("Mul", [op("MatMul", [q, k], "qk"), const("scale", np.array(hd ** -0.5, np.float32))],
-                           "qk.s"), bias], "scores")
-    ctx = op("MatMul", [op("Softmax", [scores], "probs", axis=-1), v], "ctx")
-    ctx = op("Reshape", [op("Transpose", [ctx], "ctx.t", perm=[0, 2, 1, 3]),
-                         const("merge", np.array([0, 0, HIDDEN], np.int64))], "ctx.r")
-    x = ln(op("Add", [x, dense(ctx, HIDDEN, HIDDEN, "ao")], "res1"), "ln1")
-    mid = dense(x, HIDDEN, FFN, "fi")
-    gelu = op("Mul", [op("Mul", [mid, const("half", np.array(0.5, np.float32))], "g.half"),
-                      op("Add", [const("one_b", np.array(1, np.float32)),
-                                 op("Erf", [op("Mul", [mid, const("rs2", np.array(2 ** -0.5, np.float32))], "g.s")],
-                                    "g.erf")], "g.1p")], "gelu")
-    x = ln(op("Add", [x, dense(gelu, FFN, HIDDEN, "fo")], "res2"), "ln2")
+    scale = const("scale", np.array(hd ** -0.5, np.float32))
+    half, one_b, rs2 = (const(n, np.array(v, np.float32)) for n, v in (("half", 0.5), ("one_b", 1), ("rs2", 2 ** -0.5)))
+    for i in range(layers):
+        p = f"l{i}."
+        q, k, v = (op("Transpose", [op("Reshape", [dense(x, hidden, hidden, p + n), split], f"{p}{n}.r")],
+                      f"{p}{n}.t", perm=perm)
+                   for n, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])))
+        scores = op("Add", [op("Mul", [op("MatMul", [q, k], p + "qk"), scale], p + "qk.s"), bias], p + "scores")
+        ctx = op("MatMul", [op("Softmax", [scores], p + "probs", axis=-1), v], p + "ctx")
+        ctx = op("Reshape", [op("Transpose", [ctx], p + "ctx.t", perm=[0, 2, 1, 3]), merge], p + "ctx.r")
+        x = ln(op("Add", [x, dense(ctx, hidden, hidden, p + "ao")], p + "res1"), p + "ln1")
+        mid = dense(x, hidden, ffn, p + "fi")
+        erf = op("Erf", [op("Mul", [mid, rs2], p + "g.s")], p + "g.erf")
+        gelu = op("Mul", [op("Mul", [mid, half], p + "g.half"), op("Add", [one_b, erf], p + "g.1p")], p + "gelu")
+        x = ln(op("Add", [x, dense(gelu, ffn, hidden, p + "fo")], p + "res2"), p + "ln2")
     cls = op("Gather", [x, const("cls.idx", np.array(0, np.int64))], "cls", axis=1)
-    pooled = op("Tanh", [dense(cls, HIDDEN, HIDDEN, "pool")], "pooled")
-    head = dense(pooled, HIDDEN, 1, "head")
+    pooled = op("Tanh", [dense(cls, hidden, hidden, "pool")], "pooled")
+    head = dense(pooled, hidden, 1, "head")
     op("Mul", [head, const("sign", np.array(sign, np.float32))], "logits")
     ints = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"])
             for n in ("input_ids", "attention_mask", "token_type_ids")]
@@ -119,15 +125,18 @@ def _graph(vocab: int, seed: int, sign: float):  # noqa: ANN202 - onnx ModelProt
     return model
 
 
-def make_cross_encoder(folder: Path, *, seed: int = 7, sign: float = 1.0, max_length: int | None = 64) -> Path:
+def make_cross_encoder(folder: Path, *, seed: int = 7, sign: float = 1.0, max_length: int | None = 64,
+                       **shape: int) -> Path:
+    """A cross-encoder folder with random weights; ``shape`` overrides the graph's sizes."""
     import onnx
     from tokenizers import Tokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
     _tokenizer(folder / "tokenizer.json")
     vocab = Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab_size()
-    onnx.save_model(_graph(vocab, seed, sign), str(folder / "model.onnx"))
-    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "max_position_embeddings": MAX_POS,
+    onnx.save_model(_graph(vocab, seed, sign, **shape), str(folder / "model.onnx"))
+    max_pos = shape.get("max_pos", MAX_POS)
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "max_position_embeddings": max_pos,
                                                     "id2label": {"0": "LABEL_0"}}))
     if max_length:
         (folder / "manifest.json").write_text(json.dumps({"model": "tiny-random", "max_length": max_length}))
