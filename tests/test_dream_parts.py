@@ -98,3 +98,19 @@ def test_atomicity_gate_with_embeddings(tmp_path):
     proposals = report.steps[0].proposals
     assert [p["path"] for p in proposals] == ["mixed.md"]
     assert proposals[0]["cohesion"] < 0.5 and proposals[0]["split_before"].startswith("Japanese tea ceremony")
+
+
+def test_captures_fold_into_the_note_they_link_to(tmp_path):
+    from test_dream_fixtures import cap
+
+    files = {".gitignore": ".memory_hub/\n",
+             "キャッシュ無効化.md": know("デプロイ時のキャッシュ無効化", "CloudFront の無効化はトラフィック切り替えの後に行う。"),
+             "blue-green.md": know("Blue green deploys", "Blue green deploys switch traffic between two colors."),
+             "inbox/a.md": cap("Purge order bug", "CDN purge ran before the traffic switch again, old bundle served "
+                               "to users for minutes. See [[キャッシュ無効化]]."),
+             "inbox/b.md": cap("Purge order again", "CDN purge ran before the traffic switch, old bundle served to "
+                               "users; move the job. Related: [[キャッシュ無効化]].")}
+    vault = build(tmp_path, files)
+    report = run_dream(vault, backend="lexical", today=dt.date(2026, 5, 20), use_llm=False, steps=("promote",))
+    assert report.steps[0].actions and "folded 2 captures into キャッシュ無効化.md" in report.steps[0].actions[0]
+    assert "Source: [[a]]" in (vault / "キャッシュ無効化.md").read_text(encoding="utf-8")

@@ -1,5 +1,8 @@
 """Promotion: each surviving cluster of captures becomes a knowledge note, or is folded into one.
 
+The fold target is the knowledge note the captures themselves link to most (a person's own pointer
+beats any similarity), else the most similar knowledge note above ``FOLD``; else a new note.
+
 The captures are never deleted: each is marked ``status: processed`` with ``processed_into:
 "[[target]]"``, so the raw material stays findable and a later pass skips it. A new note lands at
 the vault root (where knowledge notes live) and cites every capture under ``## Sources``.
@@ -82,6 +85,7 @@ def promote(corpus: Corpus, groups: list[list[str]], vectors: dict[str, np.ndarr
     knowledge = [p for p, d in corpus.docs.items()
                  if d.note.kind == KNOWLEDGE and not corpus.is_hub(p) and p in vectors]
     kmat = np.stack([vectors[p] for p in knowledge]) if knowledge else None
+    knowledge_set = set(knowledge)
     planned: set[str] = set()
     for group in groups:
         if len(group) < 2:
@@ -90,7 +94,12 @@ def promote(corpus: Corpus, groups: list[list[str]], vectors: dict[str, np.ndarr
         centroid = np.mean([vectors[p] for p in group if p in vectors], axis=0)
         norm = float(np.linalg.norm(centroid)) or 1.0
         target = None
-        if kmat is not None:
+        # the captures' own links are the strongest evidence: fold into the knowledge note most of them point at
+        linked = Counter(t for p in group for t in corpus.out_edges.get(p, ())
+                         if t in knowledge_set and corpus.writable(t) and t not in planned)
+        if linked:
+            target = max(linked, key=lambda t: (linked[t], float(np.dot(vectors[t], centroid / norm)), t))
+        if target is None and kmat is not None:
             sims = kmat @ (centroid / norm)
             order = np.argsort(-sims)
             for idx in order[:3]:

@@ -135,7 +135,10 @@ def boilerplate_lines(docs: list[corpus_mod.Doc]) -> frozenset[str]:
 
 
 def doc_text(doc: corpus_mod.Doc, boilerplate: frozenset[str] = frozenset()) -> str:
-    """What a note's vector is made of: title, description and the first 2,000 characters.
+    """What a note's vector is made of: title, aliases, tags, description and the first 2,000 characters.
+
+    Aliases and tags are often written in the other language of a bilingual vault, so they let a
+    Japanese note and an English capture on the same subject meet even on lexical vectors.
 
     Wikilinks are left out: a link's target name would make a note look like whatever it links
     to, which would make every existing link look strong to the pruning step. Template lines
@@ -144,7 +147,8 @@ def doc_text(doc: corpus_mod.Doc, boilerplate: frozenset[str] = frozenset()) -> 
     body = mask_code(doc.note.body)  # code and comments (<!-- -->, %% %%) are not what a note is about
     if boilerplate:
         body = "\n".join(ln for ln in body.splitlines() if ln.strip() not in boilerplate)
-    return _WIKILINK.sub(" ", f"{doc.note.title}\n{doc.note.description}\n{body[:2000]}")
+    labels = " ".join(doc.note.aliases + [t for t in doc.note.tags if t.lower() not in ("learning", "todo", "daily")])
+    return _WIKILINK.sub(" ", f"{doc.note.title}\n{labels}\n{doc.note.description}\n{body[:2000]}")
 
 
 def cluster_text(doc: corpus_mod.Doc) -> str:
