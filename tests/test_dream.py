@@ -101,6 +101,7 @@ def test_dry_run_writes_nothing_and_second_pass_reports_nothing(tmp_path):
     assert not dry.nothing and dry.commits == []
     assert any(p.get("path") == "mixed.md" for s in dry.steps for p in s.proposals)  # split proposed only
     run(vault)
+    assert not (vault / "mixed-notes-part-2.md").exists()  # a split is only proposed unless asked
     again = run(vault, now=time.time() + 3600)  # an hour later
     assert again.nothing and again.commits == [] and "nothing" in again.summary()
 

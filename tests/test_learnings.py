@@ -78,3 +78,14 @@ def test_llm_failure_falls_back_to_rules(make_vault, monkeypatch):
     assert report.judge == "rules" and report.warnings and "HTTP 500" in report.warnings[0]
     assert len(report.candidates) == 2 and report.written == []
     assert not (vault / "learnings").exists()
+
+
+def test_cli_learnings_dry_run_and_bad_path(make_vault, capsys):
+    from memory_hub.cli import main
+
+    vault, _ = make_vault({"inbox/t.md": TRANSCRIPT})
+    assert main(["--vault", str(vault), "learnings", "inbox/t.md", "--dry-run", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["judge"] == "rules" and len(out["candidates"]) == 2 and out["written"] == []
+    assert main(["--vault", str(vault), "learnings", "../outside.md"]) == 1
+    assert "cannot read transcript" in capsys.readouterr().err
