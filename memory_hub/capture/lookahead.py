@@ -96,7 +96,8 @@ def lookahead(vault: Path, days: int = 7, today: _dt.date | None = None,
 def lint(vault: Path, notes: list[Note] | None = None) -> list[LintItem]:
     """Notes whose prose states a deadline that no ``due``/``deadline`` field holds.
 
-    Years left out of the prose ("6/15") are anchored on the note's ``created`` date. Done notes,
+    Years left out of the prose ("6/15") and relative words ("by Friday") are anchored on the note's
+    ``created``/``date`` field, else a date in its file name, else today. Done notes,
     templates, daily notes' logs and ticked checkboxes are not reported.
     """
     found: list[LintItem] = []
@@ -105,7 +106,8 @@ def lint(vault: Path, notes: list[Note] | None = None) -> list[LintItem]:
             continue
         held = {name: d.isoformat() for name in DEADLINE_FIELDS
                 if (d := parse_field_date(note.frontmatter.get(name))) is not None}
-        anchor = parse_field_date(note.frontmatter.get("created")) or _dt.date.today()
+        anchor = (parse_field_date(note.frontmatter.get("created")) or parse_field_date(note.frontmatter.get("date"))
+                  or _date_in_name(note.path) or _dt.date.today())
         masked = mask_code(note.body)
         offset = None
         for lineno, line in enumerate(masked.splitlines()):
@@ -119,6 +121,12 @@ def lint(vault: Path, notes: list[Note] | None = None) -> list[LintItem]:
                 found.append(LintItem(note.path, note.title, mention.date.isoformat(), mention.text,
                                       offset + lineno, held))
     return found
+
+
+def _date_in_name(path: str) -> _dt.date | None:
+    """A ``YYYY-MM-DD`` in the file name (dated captures, daily notes, roundups)."""
+    m = re.search(r"(\d{4}-\d{2}-\d{2})", path.rsplit("/", 1)[-1])
+    return parse_field_date(m.group(1)) if m else None
 
 
 def _body_line(vault: Path, rel: str) -> int:
