@@ -39,10 +39,13 @@ def test_due_and_overdue_from_fields(make_vault):
 
 
 def test_lint_reports_prose_deadlines_no_field_holds(make_vault):
-    vault, _ = make_vault(FILES, index=False)
-    found = {(f.path, f.date) for f in lint(vault)}
+    vault, _ = make_vault(dict(FILES, **{
+        "inbox/2021-05-29-roundup.md": "---\ntitle: Old\n---\nSubmit your entry by Friday.\n"}), index=False)
+    found = {(f.path, f.date) for f in lint(vault, today=TODAY)}
     assert found == {("prose.md", "2026-06-15"), ("prose-ja.md", "2026-06-10")}
-    line = next(f for f in lint(vault) if f.path == "prose-ja.md").line
+    old = {(f.path, f.date) for f in lint(vault, today=TODAY, include_past=True)} - found
+    assert old == {("inbox/2021-05-29-roundup.md", "2021-06-04")}  # anchored on the file-name date
+    line = next(f for f in lint(vault, today=TODAY) if f.path == "prose-ja.md").line
     text = (vault / "prose-ja.md").read_text(encoding="utf-8").splitlines()
     assert "2026年6月10日" in text[line - 1]
 
@@ -53,7 +56,7 @@ def test_cli_lookahead_json_and_lint_strict(make_vault, capsys):
     items = json.loads(capsys.readouterr().out)["items"]
     assert {i["path"] for i in items} >= {"inbox/a.md", "inbox/far.md", "held.md"}
     assert "inbox/done.md" not in {i["path"] for i in items}
-    assert main(["--vault", str(vault), "lookahead", "--lint", "--strict"]) == 1
+    assert main(["--vault", str(vault), "lookahead", "--lint", "--strict", "--all"]) == 1
     assert "prose.md" in capsys.readouterr().out
 
 

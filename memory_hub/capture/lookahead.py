@@ -93,14 +93,20 @@ def lookahead(vault: Path, days: int = 7, today: _dt.date | None = None,
     return items
 
 
-def lint(vault: Path, notes: list[Note] | None = None) -> list[LintItem]:
+PAST_GRACE_DAYS = 30  # a prose deadline further in the past than this is history, not a missed warning
+
+
+def lint(vault: Path, notes: list[Note] | None = None, include_past: bool = False,
+         today: _dt.date | None = None) -> list[LintItem]:
     """Notes whose prose states a deadline that no ``due``/``deadline`` field holds.
 
     Years left out of the prose ("6/15") and relative words ("by Friday") are anchored on the note's
     ``created``/``date`` field, else a date in its file name, else today. Done notes,
-    templates, daily notes' logs and ticked checkboxes are not reported.
+    templates, daily notes' logs and ticked checkboxes are not reported, nor (unless
+    ``include_past``) deadlines more than ``PAST_GRACE_DAYS`` in the past.
     """
     found: list[LintItem] = []
+    oldest = (today or _dt.date.today()) - _dt.timedelta(days=PAST_GRACE_DAYS)
     for note in notes if notes is not None else iter_notes(vault):
         if note.kind in (TEMPLATE, DAILY) or _is_done(note):
             continue
@@ -115,6 +121,8 @@ def lint(vault: Path, notes: list[Note] | None = None) -> list[LintItem]:
                 continue
             for mention in find_dates(line, anchor):
                 if not mention.deadline or mention.date.isoformat() in held.values():
+                    continue
+                if mention.date < oldest and not include_past:
                     continue
                 if offset is None:
                     offset = _body_line(vault, note.path)

@@ -41,7 +41,7 @@ def cmd_lookahead(args: argparse.Namespace) -> int:
     vault = _vault(args)
     notes = iter_notes(vault)
     if args.lint:
-        found = lint(vault, notes=notes)
+        found = lint(vault, notes=notes, include_past=args.all)
         if args.json:
             _print_json({"unstructured_deadlines": [f.as_dict() for f in found]})
         elif not found:
@@ -153,6 +153,7 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--days", type=int, default=7, help="look this many days ahead (default 7)")
     p.add_argument("--lint", action="store_true", help="report deadlines stated in prose that no field holds")
     p.add_argument("--strict", action="store_true", help="with --lint: exit 1 when something is found")
+    p.add_argument("--all", action="store_true", help="with --lint: include deadlines long past")
 
     p = add("learnings", cmd_learnings, "extract session learnings from a saved transcript capture")
     p.add_argument("source", help="vault-relative path of the transcript capture, or - for stdin")
