@@ -142,8 +142,9 @@ async def edit_latency(client: Client, vault: Path, n: int) -> list[float]:
     notes = sorted(p for p in vault.rglob("*.md")
                    if not any(part.startswith(".") for part in p.relative_to(vault).parts))[:n]
     seconds = []
+    run = f"{int(time.time()) % 100000:05d}"  # the vault copy is reused across runs: words must be new
     for i, note in enumerate(notes):
-        word = f"zqxbench{i:03d}marker"
+        word = f"zqxbench{run}n{i:03d}marker"
         t0 = time.perf_counter()
         with open(note, "a", encoding="utf-8") as fh:
             fh.write(f"\n{word}\n")
