@@ -230,12 +230,12 @@ def _search_snapshot(store: Store) -> list[list[tuple[str, float]]]:
 
 def test_interrupted_sync_is_consistent_and_completes(tmp_path: Path) -> None:
     """Ctrl-C (a real SIGINT) in the middle of ``memory-hub index``: what committed stays consistent."""
-    vault = _big_vault(tmp_path / "vault", 1500)
+    vault = _big_vault(tmp_path / "vault", 900)
     db = vault / ".memory_hub" / "index.sqlite3"
     proc = subprocess.Popen([sys.executable, "-m", "memory_hub.cli", "--vault", str(vault), "index"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
-        _wait_for(db, lambda c: c.execute("SELECT count(*) FROM notes").fetchone()[0] >= 150)
+        _wait_for(db, lambda c: c.execute("SELECT count(*) FROM notes").fetchone()[0] >= 100)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -246,7 +246,7 @@ def test_interrupted_sync_is_consistent_and_completes(tmp_path: Path) -> None:
 
     store = Store(vault)
     indexed = store.conn.execute("SELECT count(*) FROM notes").fetchone()[0]
-    assert 150 <= indexed < 1500 + 40
+    assert 100 <= indexed < 900 + 40
     assert_consistent(store)
 
     report = sync(vault, store=store)
