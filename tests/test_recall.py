@@ -223,3 +223,17 @@ def test_prompt_embedding_only_breaks_ties(template_vault) -> None:
     assert best == LIGHT and margin > 0
     assert classify("fix the typo in the README and rerun the linter", index, protos).mode == LIGHT
     assert classify("認証フローとパスキーの関係を教えて", index, protos).reason == "asks how things connect"
+
+
+def test_graph_question_pins_the_two_things_it_names(make_vault) -> None:
+    roundup = note("Weekly roundup", "dataview templater " * 10 + "and twenty other plugins")
+    vault, _ = make_vault({
+        "dataview.md": note("Dataview", "Query your notes like a database."),
+        "templater.md": note("Templater", "Templates with scripts."),
+        "roundup.md": roundup,
+    })
+    recaller = Recaller(vault, hybrid=False)
+    graph = recaller.recall("how do Dataview and Templater relate?")
+    assert graph.mode == GRAPH and {n.path for n in graph.notes[:2]} == {"dataview.md", "templater.md"}
+    light = recaller.recall("dataview templater plugins")
+    assert light.mode == LIGHT and light.notes[0].path == "roundup.md"  # one-word titles are not subjects here

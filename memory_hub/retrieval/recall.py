@@ -412,6 +412,11 @@ _PATH = re.compile(r"(?:[\w.\-]+/)*[\w.\-\u3040-\u30ff\u3400-\u9fff]+\.md\b|\b[\
 _QUOTED = re.compile(r"`([^`\n]{2,80})`|\"([^\"\n]{2,80})\"|「([^」\n]{2,80})」|'([^'\n]{3,80})'")
 _ERROR_CODE = re.compile(r"\b(?:[A-Z][A-Z0-9]*_[A-Z0-9_]+|[A-Z]{1,5}-?\d{2,6}|0x[0-9a-fA-F]{4,}|HTTP \d{3}|\d{3} error)\b")
 
+# Terms of the question "how are they connected" itself, left out of graph-overview scoring.
+_GRAPH_WORDS = frozenset(
+    "relate relat relationship relation connect connection link between overview fit together interact tie "
+    "big picture map landscape 関係 係性 関連 連性 つな なが がり 繋が 結び びつ つき 全体 体像 俯瞰 相関 位置".split())
+
 EXEMPLARS = {
     GRAPH: ["how do these two things relate to each other", "what is the relationship between A and B",
             "give me an overview of how the pieces connect", "AとBの関係を教えて", "全体像とつながりを説明して"],
@@ -439,8 +444,12 @@ def is_trivial(prompt: str) -> bool:
     return bool(_TRIVIAL.match(text))
 
 
-def _subjects(prompt: str, index: RecallIndex) -> tuple[list[str], list[str]]:
-    """Notes the prompt names (title, alias, stem, path) and the identifiers it quotes."""
+def _subjects(prompt: str, index: RecallIndex, relaxed: bool = False) -> tuple[list[str], list[str]]:
+    """Notes the prompt names (title, alias, stem, path) and the identifiers it quotes.
+
+    One-word names ("Deploy") are too common to mean a note in an ordinary prompt; ``relaxed``
+    (a prompt asking how X and Y relate) accepts them when they name at most three notes.
+    """
     found: list[str] = []
     notes = index.data.notes
     for m in _PATH.finditer(prompt):
@@ -466,7 +475,9 @@ def _subjects(prompt: str, index: RecallIndex) -> tuple[list[str], list[str]]:
                 hit = f" {name} " in key
             if hit:
                 named.append(name)
-    for name in sorted(named, key=lambda n: (-len(n), n)):  # the most specific name first
+    if relaxed:
+        named += [w for w in key.split() if len(w) >= 5 and w not in STOPWORDS and 0 < len(names.get(w, ())) <= 3]
+    for name in sorted(set(named), key=lambda n: (-len(n), n)):  # the most specific name first
         found.extend(sorted(names[name]))
     idents = []
     for m in _QUOTED.finditer(prompt):
@@ -498,9 +509,10 @@ class _Prototypes:
 
 def classify(prompt: str, index: RecallIndex, prototypes: _Prototypes | None = None) -> ModeDecision:
     """Pick the retrieval mode: rules first, the prompt's embedding only to break a tie."""
-    subjects, idents = _subjects(prompt, index)
     if _GRAPH_EN.search(prompt) or _GRAPH_JA.search(prompt):
+        subjects, idents = _subjects(prompt, index, relaxed=True)
         return ModeDecision(GRAPH, "high", "asks how things connect", subjects, idents)
+    subjects, idents = _subjects(prompt, index)
     if subjects:
         return ModeDecision(TARGETED, "high", "names a note", subjects, idents)
     if idents:
@@ -644,7 +656,10 @@ class Recaller:
     def rank(self, prompt: str, decision: ModeDecision, prefix: str | None = None,
              limit: int = 30) -> list[Recalled]:
         """Recall's own ranking with boosts (no fusion)."""
-        scored = self.index.score(query_terms(prompt), prefix)
+        terms = query_terms(prompt)
+        if decision.mode == GRAPH:  # "how do X and Y relate": the ask is X and Y, not "relate"
+            terms = [t for t in terms if t not in _GRAPH_WORDS] or terms
+        scored = self.index.score(terms, prefix)
         notes = self.index.data.notes
         recent = self._recent_reads()
         now = time.time()
