@@ -26,6 +26,7 @@ TRANSPORTS = ("stdio", "sse", "http")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 CATCH_UP_DELAY = 1.5  # seconds after start before the first full rescan
+BACKGROUND_DELAY = 0.8  # seconds after start before models load and the hooks socket opens
 
 
 def endpoint_url(transport: str, host: str, port: int) -> str:
@@ -103,18 +104,31 @@ def open_state(vault: Path, *, watch: bool = True, rescan_every: float | None = 
         timer = threading.Timer(CATCH_UP_DELAY, state.watcher.request_full)
         timer.daemon = True
         timer.start()
-    if warm:
-        state.warm_in_background()
-    else:
+    if not warm:
         state.models_ready.set()
-    handle = start_local_socket(state) if hooks_socket else None
-    if handle is not None:
-        state.extras["local_socket"] = handle
+    if warm or hooks_socket:
+        # Model loading and the hooks' recall index start just after the handshake window, for
+        # the same reason; searches meanwhile run lexically, hooks fall back to the CLI path.
+        def background() -> None:
+            if warm:
+                state.warm_in_background()
+            handle = start_local_socket(state) if hooks_socket else None
+            if handle is not None:
+                state.extras["local_socket"] = handle
+
+        later = threading.Timer(BACKGROUND_DELAY, background)
+        later.daemon = True
+        later.start()
+        state.extras["_background_timer"] = later
     return state
 
 
 def close_state(state: ServerState) -> None:
     """Stop the watcher and the hooks socket (idempotent)."""
+    timer = state.extras.pop("_background_timer", None)
+    if timer is not None:
+        timer.cancel()
+        timer.join(timeout=5)  # a background() already running finishes, so its socket gets closed
     if state.watcher is not None:
         state.watcher.stop()
     handle = state.extras.pop("local_socket", None)
