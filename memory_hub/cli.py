@@ -228,10 +228,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     for register in _extensions():
         register(add)
-    if "models" not in sub.choices:  # `models build|status` lives with the embedding code
-        from .index.embed.cli import register as register_models
-
-        register_models(add)
     return parser
 
 

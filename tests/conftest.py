@@ -81,7 +81,7 @@ def shared_vault_copy(tmp_path_factory: pytest.TempPathFactory):
             src = shared_path("vaults", name)
             dst = tmp_path_factory.mktemp("shared-vault") / name
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".memory_hub"))
-            for dirpath, dirnames, filenames in os.walk(dst):
+            for dirpath, _dirnames, filenames in os.walk(dst):
                 os.chmod(dirpath, 0o755)
                 for f in filenames:
                     os.chmod(os.path.join(dirpath, f), 0o644)

@@ -1,6 +1,6 @@
 """``memory-hub models build|status``: build the local ONNX embedding model, or show what is available.
 
-Kept next to the embedding code; ``memory_hub/cli.py`` registers it with one call.
+A thin shell over ``memory_hub.index.embed``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 
 def cmd_models(args: argparse.Namespace) -> int:
     """Build (idempotent, offline) or report the embedding models."""
-    from .base import default_models_dir
-    from .build import VARIANTS, build_e5_onnx, e5_onnx_is_current, variant_dirname
-    from .loader import SPEC_ENV, available_backends
+    from ..index.embed.base import default_models_dir
+    from ..index.embed.build import VARIANTS, build_e5_onnx, e5_onnx_is_current, variant_dirname
+    from ..index.embed.loader import SPEC_ENV, available_backends
 
     models_dir = Path(args.models_dir).expanduser() if args.models_dir else default_models_dir()
     if args.action == "build":
