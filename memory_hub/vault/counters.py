@@ -4,8 +4,10 @@
 it merely appears in results; ``useful_count`` rises when the usefulness judge decides the
 assistant used a note it was shown. Both are written with ``frontmatter.set_fields`` (only those
 lines change: the body and the key order stay as the person wrote them) and
-``writer.replace_note`` with an mtime check, so an edit made in the meantime is never lost: the
-update is simply retried on the fresh text.
+``writer.replace_note`` after checking that the file is exactly what was read (inode, mtime, size,
+bytes), so an edit made in the meantime is never lost: the update is retried on the fresh text.
+A note modified in the last few seconds may be mid-save in an editor, so its increment is parked
+in ``.memory_hub/counters-pending.json`` and applied by the next update once the note is quiet.
 
 When a note was last read is a cache, not a fact worth a git commit per read, so it goes to
 ``<vault>/.memory_hub/recent_reads.json`` (bounded); recall uses it for its recency boost.
@@ -73,25 +75,104 @@ def _writer_lock(vault: Path) -> Iterator[None]:
         os.close(fd)
 
 
+# A note written this recently may be open in an editor that is writing it right now (in place,
+# truncate-then-write). Rewriting it then could capture half a file, so the increment waits in a
+# small journal under .memory_hub/ and is applied by a later call once the note is quiet.
+QUIET_NS = 3_000_000_000
+PENDING = "counters-pending.json"
+
+
+def _stable_read(vault: Path, rel: str, full: Path) -> tuple[os.stat_result, bytes] | None:
+    """The note's bytes and stat, or None when the file changed while it was being read."""
+    before = full.stat()
+    data = read_note_bytes(vault, rel)
+    after = full.stat()
+    same = (before.st_mtime_ns, before.st_size, before.st_ino) == (after.st_mtime_ns, after.st_size, after.st_ino)
+    return (after, data) if same and len(data) == after.st_size else None
+
+
+def _unchanged(vault: Path, rel: str, full: Path, st: os.stat_result, data: bytes) -> bool:
+    """Re-check just before writing: same inode, mtime, size and bytes as what was read."""
+    got = _stable_read(vault, rel, full)
+    return got is not None and got[0].st_ino == st.st_ino and got[0].st_mtime_ns == st.st_mtime_ns and got[1] == data
+
+
+def _defer(vault: Path, rel: str, key: str, by: int) -> None:
+    with _locked_json(index_dir(vault) / PENDING) as data:
+        entry = data.setdefault(rel, {})
+        entry[key] = int(entry.get(key, 0)) + by
+
+
+_WRITTEN = "counters-written.json"
+
+
+def _ours(vault: Path, rel: str, st: os.stat_result) -> bool:
+    """Whether the note's current version is the one this module last wrote (not a person's edit)."""
+    try:
+        data = json.loads((index_dir(vault) / _WRITTEN).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get(rel) == [st.st_ino, st.st_mtime_ns, st.st_size]
+
+
+def _remember_write(vault: Path, rel: str, full: Path) -> None:
+    st = full.stat()
+    with _locked_json(index_dir(vault) / _WRITTEN) as data:
+        data[rel] = [st.st_ino, st.st_mtime_ns, st.st_size]
+        if len(data) > MAX_RECENT:
+            for old in list(data)[: len(data) - MAX_RECENT]:
+                del data[old]
+
+
+def _take_pending(vault: Path, rel: str) -> dict[str, int]:
+    path = index_dir(vault) / PENDING
+    if not path.exists():
+        return {}
+    with _locked_json(path) as data:
+        entry = data.pop(rel, None)
+    return {k: int(v) for k, v in (entry or {}).items()}
+
+
 def _bump_locked(vault: Path, rel: str, full: Path, key: str, by: int) -> int:
     for _ in range(_RETRIES):
         try:
-            mtime = full.stat().st_mtime_ns
-            text = decode_note(read_note_bytes(vault, rel))
+            got = _stable_read(vault, rel, full)
+            if got is None:
+                time.sleep(0.02)
+                continue  # being written right now: read again
+            st, data = got
+            text = decode_note(data)
         except (OSError, UnreadableNote) as exc:
             raise CounterError(f"{rel}: {exc}") from None
-        value = _current(frontmatter.parse(text).data.get(key)) + by
+        block = frontmatter.parse(text)
+        if block.problem:
+            raise CounterError(f"{rel}: {block.problem}; its counters are left alone")
+        fields = block.data
+        if time.time_ns() - st.st_mtime_ns < QUIET_NS and not _ours(vault, rel, st):
+            _defer(vault, rel, key, by)
+            return _current(fields.get(key)) + by
+        updates = {key: by}
+        for pending_key, n in _take_pending(vault, rel).items():
+            updates[pending_key] = updates.get(pending_key, 0) + n
+        values = {k: _current(fields.get(k)) + n for k, n in updates.items()}
         try:
-            new_text = frontmatter.set_fields(text, {key: value})
+            new_text = frontmatter.set_fields(text, values)
         except ValueError as exc:
             raise CounterError(f"{rel}: {exc}") from None
         try:
-            replace_note(vault, rel, new_text, expected_mtime_ns=mtime)
+            if not _unchanged(vault, rel, full, st, data):
+                raise NoteExists(rel)
+            replace_note(vault, rel, new_text, expected_mtime_ns=st.st_mtime_ns)
+            _remember_write(vault, rel, full)
         except NoteExists:
+            for pending_key, n in updates.items():
+                if pending_key != key:
+                    _defer(vault, rel, pending_key, n)
             time.sleep(0.01)
             continue  # changed under us: re-read and apply to the fresh text
-        return value
-    raise CounterError(f"{rel} kept changing while its {key} was updated; skipped")
+        return values[key]
+    _defer(vault, rel, key, by)
+    raise CounterError(f"{rel} kept changing while its {key} was updated; the count was deferred")
 
 
 @contextlib.contextmanager
@@ -157,3 +238,28 @@ def record_useful(vault: Path, paths: Iterable[str]) -> dict[str, int]:
         except CounterError:
             continue
     return done
+
+
+def flush_pending(vault: Path) -> dict[str, int]:
+    """Apply parked increments to notes that are quiet now; returns {path: increments applied}."""
+    vault = Path(vault)
+    try:
+        pending = json.loads((index_dir(vault) / PENDING).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    applied: dict[str, int] = {}
+    for rel, entry in pending.items() if isinstance(pending, dict) else ():
+        if not isinstance(entry, dict) or not entry:
+            continue
+        try:
+            st = safe_path(vault, rel).stat()
+        except (OutsideVault, OSError):
+            continue
+        if time.time_ns() - st.st_mtime_ns < QUIET_NS and not _ours(vault, rel, st):
+            continue  # still being edited: keep waiting
+        try:
+            bump(vault, rel, next(iter(entry)), 0)  # a zero bump applies everything parked
+        except CounterError:
+            continue
+        applied[rel] = sum(int(v) for v in entry.values())
+    return applied
