@@ -70,3 +70,13 @@ def test_unranked_kinds() -> None:
     assert not parse_note("daily/2026-01-01.md", "x").ranked
     assert not parse_note("templates/t.md", "x").ranked
     assert parse_note("t.md", "x").ranked
+
+
+def test_descriptions_keep_snake_case_identifiers() -> None:
+    """`_` inside a word is not emphasis (CommonMark): identifiers must survive plain-text cleanup."""
+    from memory_hub.vault.markdown import plain_text
+
+    note = parse_note("x.md", "Clients failed with ERR_CERT_AUTHORITY_INVALID and 401 invalid_token.\n")
+    assert "ERR_CERT_AUTHORITY_INVALID" in note.description
+    assert "invalid_token" in note.description
+    assert plain_text("_emphasis_ and __strong__ stay readable") == "emphasis and strong stay readable"

@@ -48,7 +48,8 @@ def mask_code(text: str) -> str:
 
 _WIKILINK_TEXT = re.compile(r"!?\[\[([^\]\|]*?)(?:\\?\|([^\]]*))?\]\]")
 _MD_LINK_TEXT = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~|==)(?=\S)(.+?)(?<=\S)\1")
+# `*` may emphasise inside a word; `_` may not (CommonMark), so snake_case identifiers survive.
+_EMPHASIS = re.compile(r"(\*\*|\*|~~|==)(?=\S)(.+?)(?<=\S)\1|(?<!\w)(__|_)(?=\S)(.+?)(?<=\S)\3(?!\w)")
 
 
 def plain_text(markdown: str) -> str:
@@ -56,7 +57,7 @@ def plain_text(markdown: str) -> str:
     text = _WIKILINK_TEXT.sub(lambda m: (m.group(2) or m.group(1).split("#")[0]).strip(), markdown)
     text = _MD_LINK_TEXT.sub(lambda m: m.group(1), text)
     text = text.replace("`", "")
-    text = _EMPHASIS.sub(lambda m: m.group(2), text)
+    text = _EMPHASIS.sub(lambda m: m.group(2) if m.group(1) else m.group(4), text)
     return re.sub(r"\s+", " ", text).strip()
 
 
