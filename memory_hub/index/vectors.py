@@ -296,6 +296,7 @@ class VectorIndex:
             for i in range(0, len(gone), 200):
                 table.delete("path IN (" + ", ".join(_quote(p) for p in gone[i:i + 200]) + ")")
             report.notes_deleted = len(gone)
+            self._bump(store)
         due = sorted(p for p, (_, h) in expected.items() if state.get(p) != {h})
         report.notes_due = len(due)
         if not due:
@@ -316,12 +317,12 @@ class VectorIndex:
                 group.append(item)
                 size += len(item[2])
                 if size >= GROUP_CHUNKS:
-                    self._embed_group(table, group, report, bar)
+                    self._embed_group(store, table, group, report, bar)
                     group, size = [], 0
             if group:
-                self._embed_group(table, group, report, bar)
+                self._embed_group(store, table, group, report, bar)
 
-    def _embed_group(self, table: Any, group: list[tuple[str, str, list[Chunk]]], report: VectorReport,
+    def _embed_group(self, store: Store, table: Any, group: list[tuple[str, str, list[Chunk]]], report: VectorReport,
                      bar: Progress) -> None:
         import pyarrow as pa
 
@@ -379,6 +380,7 @@ class VectorIndex:
         report.notes_embedded += len(done_paths)
         report.chunks_embedded += sum(1 for i in todo if rows[i]["path"] in done_paths)
         report.chunks_reused += sum(1 for r in keep if r["id"] in reuse)
+        self._bump(store)  # readers see each committed group, even if this process is killed
 
     def _bump(self, store: Store) -> None:
         with store.transaction() as conn:
