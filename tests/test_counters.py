@@ -132,6 +132,8 @@ def test_counting_never_loses_a_persons_in_place_edits(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
     writer = ctx.Process(target=_append_in_place, args=(str(note), 200))
     writer.start()
+    while "person line 0" not in note.read_text(encoding="utf-8"):  # the person is now typing
+        time.sleep(0.001)
     while writer.is_alive():
         try:
             record_access(tmp_path, "cache.md")

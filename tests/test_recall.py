@@ -78,6 +78,9 @@ def test_coverage_beats_a_hub_word(make_vault) -> None:
 def test_useful_and_recent_reads_boost(make_vault) -> None:
     body = "How to restart the payment worker safely."
     vault, _ = make_vault({"a.md": note("Payment worker A", body), "b.md": note("Payment worker B", body)})
+    past = time.time() - 60  # notes saved a minute ago: counters never touch a note mid-save
+    for name in ("a.md", "b.md"):
+        os.utime(vault / name, (past, past))
     recaller = Recaller(vault, hybrid=False)
     decision = classify("restart the payment worker", recaller.index)
     recaller.refresh()

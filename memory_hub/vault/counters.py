@@ -97,6 +97,16 @@ def _unchanged(vault: Path, rel: str, full: Path, st: os.stat_result, data: byte
     return got is not None and got[0].st_ino == st.st_ino and got[0].st_mtime_ns == st.st_mtime_ns and got[1] == data
 
 
+def _restore_if_raced(vault: Path, rel: str, old_fd: int, st: os.stat_result) -> None:
+    """If a save landed in the replaced file during the swap, put the person's version back."""
+    after = os.fstat(old_fd)
+    if (after.st_size, after.st_mtime_ns) == (st.st_size, st.st_mtime_ns):
+        return
+    theirs = os.pread(old_fd, after.st_size, 0)
+    replace_note(vault, rel, theirs.decode("utf-8", "surrogateescape"))
+    raise NoteExists(rel)  # retry the count on top of their version
+
+
 def _defer(vault: Path, rel: str, key: str, by: int) -> None:
     with _locked_json(index_dir(vault) / PENDING) as data:
         entry = data.setdefault(rel, {})
@@ -162,7 +172,12 @@ def _bump_locked(vault: Path, rel: str, full: Path, key: str, by: int) -> int:
         try:
             if not _unchanged(vault, rel, full, st, data):
                 raise NoteExists(rel)
-            replace_note(vault, rel, new_text, expected_mtime_ns=st.st_mtime_ns)
+            old_fd = os.open(full, os.O_RDONLY)  # the version we replace, to check it after the swap
+            try:
+                replace_note(vault, rel, new_text, expected_mtime_ns=st.st_mtime_ns)
+                _restore_if_raced(vault, rel, old_fd, st)
+            finally:
+                os.close(old_fd)
             _remember_write(vault, rel, full)
         except NoteExists:
             for pending_key, n in updates.items():
