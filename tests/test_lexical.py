@@ -144,3 +144,15 @@ def test_words_text_splits_cjk_into_bigrams() -> None:
 def test_japanese_sentence_query(tvault) -> None:
     _, store = tvault
     assert "認証エラーの切り分け.md" in paths(store, "認証エラーはどう切り分けるのか？")[:3]
+
+
+def test_prose_queries_pin_only_identifiers_no_word_looks_like() -> None:
+    from memory_hub.index.terms import analyze_query
+    from memory_hub.retrieval.search import pinned_identifiers
+
+    # short queries pin any identifier; in prose only the unmistakable ones are pinned
+    assert pinned_identifiers(analyze_query("IL-6 levels")) == ["IL-6"]
+    prose = "IL-6 levels rise after exercise in older adults with ERR_CERT_AUTHORITY_INVALID and v2026.4.10"
+    assert pinned_identifiers(analyze_query(prose)) == ["ERR_CERT_AUTHORITY_INVALID", "v2026.4.10"]
+    assert pinned_identifiers(analyze_query("why did deploy fail with DEC-0054 again today")) == ["DEC-0054"]
+    assert pinned_identifiers(analyze_query("user sessions expire in S3 buckets after deploys")) == []

@@ -27,13 +27,6 @@ WEIGHTS = (10.0, 8.0, 5.0, 3.0, 1.0)
 _BM25_TRIGRAM = "bm25(fts_trigram, {})".format(", ".join(str(w) for w in WEIGHTS))
 _BM25_WORDS = "bm25(fts_words, {})".format(", ".join(str(w) for w in WEIGHTS))
 
-# RRF weight of each lexical channel. The word channel (stemmed words, CJK bigrams) is the better
-# ranker on both benchmarks: alone it scores SciFact dev nDCG@10 0.700 and JSQuAD dev 0.944, while
-# equal-weight fusion with trigram drops them to 0.675 and 0.869 (trigram sees only the 3+ character
-# parts of a Japanese query, so it ranks on a fragment). Trigram stays as a low-weight recall channel
-# for substrings the word channel cannot match (``auth`` in ``authentication``, partial identifiers):
-# at 0.2 it costs under 0.01 nDCG on either set and still surfaces notes nothing else finds.
-CHANNEL_WEIGHTS = {"words": 1.0, "trigram": 0.2}
 
 
 def _columns(note: Note) -> tuple[str, str, str, str, str]:

@@ -115,6 +115,12 @@ def is_identifier(token: str) -> bool:
     return bool(_IDENT_SHAPE.match(token) and _IDENT_MARK.search(token))
 
 
+def is_strong_identifier(token: str) -> bool:
+    """Identifiers no prose word looks like: snake_case, versions, camelCase, 3+ digit runs."""
+    return bool("_" in token.strip("_") or _VERSION.match(token) or re.search(r"[a-z][A-Z]", token)
+                or re.search(r"\d{3,}", token))
+
+
 def _dedupe(items: list[str]) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []
