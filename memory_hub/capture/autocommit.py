@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import INDEX_DIRNAME, index_dir
+from ..locks import is_locked
 from ..vault.git import GitError, ensure_gitignore, is_repo, run_git
 
 _IN_PROGRESS = {
@@ -114,22 +115,7 @@ def ensure_index_ignored(vault: Path) -> list[str]:
 
 def dream_running(vault: Path) -> bool:
     """Whether a dream pass holds its lock: its edits are committed by the pass itself, step by step."""
-    import fcntl
-    import os
-
-    lock = index_dir(vault) / "dream.lock"
-    if not lock.exists():
-        return False
-    fd = os.open(lock, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
+    return is_locked(index_dir(vault) / "dream.lock")
 
 
 def autocommit(vault: Path, message: str | None = None, lock_wait_s: float = 5.0) -> CommitReport:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import fcntl
 import os
 import re
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import index_dir
+from ..locks import file_lock
 from ..vault.git import is_repo
 from ..vault.markdown import mask_code
 from . import corpus as corpus_mod
@@ -87,21 +87,9 @@ class DreamReport:
 
 @contextlib.contextmanager
 def _pass_lock(vault: Path) -> Iterator[bool]:
-    folder = index_dir(vault)
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / "dream.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    """One dream pass per vault at a time; yields False when another pass is running."""
+    with file_lock(index_dir(vault) / "dream.lock", blocking=False) as held:
+        yield held
 
 
 def choose_backend(requested: str, n_notes: int) -> str:

@@ -8,16 +8,14 @@ once without "database is locked" errors or lost updates.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..config import db_path, index_dir
+from ..locks import file_lock
 
 SCHEMA_VERSION = 1
 
@@ -147,25 +145,12 @@ class Store:
             finally:
                 self._local.lock_depth -= 1
             return
-        fd = os.open(self.dir / "write.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError("another process has held the index write lock too long") from None
-                    time.sleep(0.02)
+        with file_lock(self.dir / "write.lock", timeout=timeout):
             self._local.lock_depth = 1
             try:
                 yield self.conn
             finally:
                 self._local.lock_depth = 0
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -19,10 +19,8 @@ the version recorded in the SQLite meta table.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -33,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..config import index_dir
+from ..locks import file_lock
 from ..progress import Progress
 from .chunks import Chunk, chunk_note
 from .embed import Embedder
@@ -222,14 +221,8 @@ class VectorIndex:
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:
         """One vector writer per vault at a time (separate from the SQLite lock: embedding is slow)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / "write.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with file_lock(self.dir / "write.lock"):
             yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
 
     # -- sync --------------------------------------------------------------------------------------
 

@@ -8,7 +8,6 @@ agent and are untrusted: they are reduced to a safe file name.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import index_dir
+from ..locks import file_lock
 
 MAX_AGE_DAYS = 14
 
@@ -52,14 +52,8 @@ def injected_paths(vault: Path, session_id: str | None) -> list[str]:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with file_lock(Path(str(path) + ".lock")):
         yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)  # the lock file stays: unlinking it would let two writers lock different inodes
 
 
 def update(vault: Path, session_id: str, **changes: Any) -> dict[str, Any]:

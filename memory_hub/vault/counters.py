@@ -16,7 +16,6 @@ When a note was last read is a cache, not a fact worth a git commit per read, so
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
@@ -24,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..config import index_dir
+from ..locks import file_lock
 from . import frontmatter
 from .walk import OutsideVault, UnreadableNote, decode_note, read_note_bytes, safe_path
 from .writer import NoteExists, replace_note
@@ -64,15 +64,8 @@ def bump(vault: Path, rel: str, key: str, by: int = 1) -> int:
 @contextlib.contextmanager
 def _writer_lock(vault: Path) -> Iterator[None]:
     """Counter writers from every process take turns: read-check-replace is not atomic by itself."""
-    folder = index_dir(vault)
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / "counters.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with file_lock(index_dir(vault) / "counters.lock"):
         yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 # A note written this recently may be open in an editor that is writing it right now (in place,
@@ -192,10 +185,8 @@ def _bump_locked(vault: Path, rel: str, full: Path, key: str, by: int) -> int:
 
 @contextlib.contextmanager
 def _locked_json(path: Path) -> Iterator[dict]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    """A small JSON cache file, read and rewritten (atomically) under its own lock."""
+    with file_lock(Path(str(path) + ".lock")):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(data, dict):
@@ -206,9 +197,6 @@ def _locked_json(path: Path) -> Iterator[dict]:
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
         os.replace(tmp, path)
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 def recent_reads(vault: Path) -> dict[str, float]:
