@@ -120,16 +120,6 @@ def _alive(path: Path) -> bool:
         sock.close()
 
 
-def _prewarm(state: Any) -> None:
-    """Load (or build) recall's index now, so the first prompt does not pay for it."""
-    try:
-        from ..retrieval.recall import recaller_for_state
-
-        recaller_for_state(state).refresh()
-    except Exception as exc:  # noqa: BLE001 - the first request will try again
-        log.warning("recall index not pre-warmed: %s", exc)
-
-
 def start(state: Any) -> Handle:
     """Serve hook requests for ``state.vault`` in a daemon thread.
 
@@ -149,7 +139,6 @@ def start(state: Any) -> Handle:
         os.umask(old_umask)
     thread = threading.Thread(target=server.serve_forever, name="memory-hub-hooks-socket", daemon=True)
     thread.start()
-    threading.Thread(target=_prewarm, args=(state,), name="memory-hub-recall-warm", daemon=True).start()
     log.info("hooks socket listening on %s", path)
     return Handle(server, path, thread)
 

@@ -106,13 +106,12 @@ def open_state(vault: Path, *, watch: bool = True, rescan_every: float | None = 
         timer.start()
     if not warm:
         state.models_ready.set()
-    if warm or hooks_socket:
-        # Model loading and the hooks' recall index start just after the handshake window, for
-        # the same reason; searches meanwhile run lexically, hooks fall back to the CLI path.
+    if hooks_socket:
+        # The hooks' socket opens just after the handshake window, for the same reason. Models are
+        # not loaded here: the first search starts that (state.ensure_warm), so an idle server stays
+        # small; meanwhile searches run lexically and hooks fall back to the CLI path.
         def background() -> None:
-            if warm:
-                state.warm_in_background()
-            handle = start_local_socket(state) if hooks_socket else None
+            handle = start_local_socket(state)
             if handle is not None:
                 state.extras["local_socket"] = handle
 

@@ -3,9 +3,11 @@
 One ``ServerState`` per process. The MCP tools, the watcher and the local socket for agent hooks
 (``server/local_socket.py``) all share it, so the index stays open and models stay warm.
 
-Start-up must be fast (clients such as Codex give a server 10 s), so nothing heavy happens in
-``__init__``: models load in a background thread started by :meth:`ServerState.warm_in_background`,
-and ``models_ready`` is a plain ``threading.Event`` that anyone may read without a lock.
+Start-up must be fast (clients such as Codex give a server 10 s) and an idle server small, so
+nothing heavy happens until it is needed: the first search calls :meth:`ServerState.ensure_warm`,
+which loads the models in a background thread (that search, and any until the models are ready,
+runs lexically and says so). ``models_ready`` is a plain ``threading.Event`` that anyone may read
+without a lock.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class ServerState:
     extras: dict[str, Any] = field(default_factory=dict)  # other stages may park long-lived objects here
     _vector_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _searcher_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _warm_thread: threading.Thread | None = field(default=None, repr=False)
 
     @property
     def searcher(self) -> SearcherLike:
@@ -105,6 +108,14 @@ class ServerState:
         thread.start()
         return thread
 
+    def ensure_warm(self) -> None:
+        """Start loading the models in the background on first need (idempotent, never blocks)."""
+        if self.models_ready.is_set() or self._warm_thread is not None:
+            return
+        with self._searcher_lock:
+            if self._warm_thread is None and not self.models_ready.is_set():
+                self._warm_thread = self.warm_in_background()
+
     def _warm(self) -> None:
         try:
             self.searcher.warm()
@@ -125,6 +136,7 @@ class ServerState:
 
         Until the models are warm, a search that names no mode runs lexically instead of waiting
         for the embedder to load in the caller's thread; the result says so."""
+        self.ensure_warm()
         kwargs: dict[str, Any] = {"k": k, "filters": filters, "explain": explain}
         fallback = None
         if mode:
