@@ -139,18 +139,28 @@ def load_hits(store: Store, ids: list[int], scores: dict[int, float]) -> list[Hi
     return hits
 
 
-def snippet(body: str, terms: list[str], width: int = 160) -> str:
-    """A short window of the body around the first query term found, as plain text."""
-    text = normalize(body)
+def _first_hit(text: str, terms: list[str]) -> int:
     lower = text.lower()
-    best = -1
-    for term in sorted(terms, key=len, reverse=True):
-        pos = lower.find(term.lower())
-        if pos >= 0 and (best < 0 or pos < best):
-            best = pos
+    hits = [pos for pos in (lower.find(t.lower()) for t in terms if t) if pos >= 0]
+    return min(hits) if hits else -1
+
+
+def snippet(body: str, terms: list[str], width: int = 160) -> str:
+    """A short window of the body around the first query term found, as plain text.
+
+    Only the window is cleaned up, never the whole body: notes can be long, and this runs for
+    every hit of every query. The body is NFKC-normalised (as the index is) only when the raw text
+    has no match, e.g. full-width letters in the note.
+    """
+    text = body
+    best = _first_hit(text, terms)
+    if best < 0 and terms:
+        text = normalize(body)
+        best = _first_hit(text, terms)
     if best < 0:
-        plain = plain_text(re.sub(r"^#.*$", "", text, flags=re.MULTILINE))
-        return plain[:width] + ("…" if len(plain) > width else "")
+        head = re.sub(r"^#.*$", "", text[: width * 4], flags=re.MULTILINE)
+        plain = plain_text(head)
+        return plain[:width] + ("…" if len(plain) > width or len(text) > width * 4 else "")
     start = max(0, best - width // 3)
     window = text[start : start + width * 2]
     plain = plain_text(window)[:width]
