@@ -83,6 +83,19 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
     return "", {"served_by": "none", "fallback": reason}
 
 
+def count_read(vault: Path, path: str, cwd: object) -> None:
+    """A file the agent read: if it is a note of this vault, count one access (never raises)."""
+    from ..vault.counters import CounterError, record_access
+    from .transcript import relative_to_vault
+
+    rel = relative_to_vault(vault, path, cwd)
+    if rel:
+        try:
+            record_access(vault, rel)
+        except CounterError:
+            pass  # not a note, gone, or broken frontmatter: nothing to count
+
+
 def handle(event: dict[str, Any], vault: Path, agent: str = "claude-code",
            deadline: float | None = None) -> dict[str, Any] | None:
     """Act on one hook event; returns the JSON object to print, or None to print nothing."""
@@ -98,15 +111,7 @@ def handle(event: dict[str, Any], vault: Path, agent: str = "claude-code",
         args = event.get("tool_input") if isinstance(event.get("tool_input"), dict) else {}
         path = args.get("file_path") or args.get("path")
         if tool in READ_TOOLS and isinstance(path, str):
-            from ..vault.counters import CounterError, record_access
-            from .transcript import relative_to_vault
-
-            rel = relative_to_vault(vault, path, event.get("cwd"))
-            if rel:
-                try:
-                    record_access(vault, rel)
-                except CounterError:
-                    pass
+            count_read(vault, path, event.get("cwd"))
         return None
     if name in SAVE_EVENTS:
         from ..eval import telemetry

@@ -43,20 +43,12 @@ def handle(event: dict[str, Any], vault: Path, agent: str = "codex", deadline: f
            ) -> dict[str, Any] | None:
     name = event.get("hook_event_name")
     if name == "PostToolUse" and str(event.get("tool_name")) in ("Bash", "shell", "local_shell"):
-        from ..vault.counters import CounterError, record_access
-        from .transcript import relative_to_vault
-
         args = event.get("tool_input") if isinstance(event.get("tool_input"), dict) else {}
         command = args.get("command")
         if isinstance(command, list):
             command = " ".join(str(c) for c in command)
         for path in read_paths(command) if isinstance(command, str) else []:
-            rel = relative_to_vault(vault, path, event.get("cwd"))
-            if rel:
-                try:
-                    record_access(vault, rel)
-                except CounterError:
-                    pass
+            claude_code.count_read(vault, path, event.get("cwd"))
         return None
     out = claude_code.handle(event, vault, agent, deadline)
     if name == "Stop" and isinstance(event.get("session_id"), str):
