@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..vault.links import Link, Resolver
@@ -149,6 +149,25 @@ def neighbourhood(conn: sqlite3.Connection, note_ids: Sequence[int], hops: int =
     seeds = sorted({int(i) for i in note_ids})
     rows = conn.execute(_NEIGHBOURHOOD_SQL, {"seeds": json.dumps(seeds), "max_hops": max(1, min(int(hops), 3))})
     return {int(i): int(h) for i, h in rows}
+
+
+def adjacency(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, set[int]]:
+    """Each note's direct neighbours (links either way), for many notes in one query."""
+    ids = sorted({int(i) for i in note_ids})
+    out: dict[int, set[int]] = {i: set() for i in ids}
+    if not ids:
+        return out
+    rows = conn.execute(
+        "SELECT source_id, target_id FROM links WHERE target_id IS NOT NULL AND "
+        "(source_id IN (SELECT value FROM json_each(:ids)) OR target_id IN (SELECT value FROM json_each(:ids)))",
+        {"ids": json.dumps(ids)},
+    )
+    for src, dst in rows:
+        if src in out and dst != src:
+            out[src].add(dst)
+        if dst in out and dst != src:
+            out[dst].add(src)
+    return out
 
 
 def backlink_counts(conn: sqlite3.Connection, note_ids: Sequence[int] | None = None) -> dict[int, int]:

@@ -238,17 +238,20 @@ def graph_expand(store: Store, order: list[int], scores: dict[int, float], filte
     conn = store.conn
     effects: dict[int, dict[str, Any]] = {}
     offers: dict[int, tuple[float, int, int]] = {}  # id → (score, hops, seed)
-    for seed in order[:seeds]:
-        near = graph.neighbourhood(conn, [seed], 1)
+    top = order[:seeds]
+    first = graph.adjacency(conn, top)  # two queries in all, however many neighbours there are
+    mids = {m for s in top if len(first[s]) <= GRAPH_FANOUT for m in first[s]}
+    second = graph.adjacency(conn, mids) if hops >= 2 else {}
+    for seed in top:
+        near = first[seed]
         if len(near) > GRAPH_FANOUT:  # an index page: everything is its neighbour, so nothing is
             continue
-        reach = {nid: 1 for nid in near}
-        if hops >= 2:
-            for mid in near:  # second hop, never through a hub
-                far = graph.neighbourhood(conn, [mid], 1)
-                if len(far) <= GRAPH_FANOUT:
-                    for nid in far:
-                        reach.setdefault(nid, 2)
+        reach = {nid: 1 for nid in sorted(near)}
+        for mid in sorted(near) if hops >= 2 else ():  # second hop, never through a hub
+            far = second[mid]
+            if len(far) <= GRAPH_FANOUT:
+                for nid in far:
+                    reach.setdefault(nid, 2)
         reach.pop(seed, None)
         for nid, h in reach.items():
             offer = scores[seed] * GRAPH_DECAY.get(h, 0.0)
