@@ -64,3 +64,12 @@ def test_template_vault_graph(template_vault) -> None:
             "decisions/dec-0054-use-lancedb-for-vectors.md"} <= home
     # every body link in home.md resolved
     assert all(r["target_path"] for r in graph.outgoing(conn, ids["home.md"]))
+
+
+def test_adjacency_matches_one_hop_neighbourhoods(template_vault) -> None:
+    _, store = template_vault
+    ids = [r[0] for r in store.conn.execute("SELECT id FROM notes")]
+    adj = graph.adjacency(store.conn, ids)
+    assert sum(len(v) for v in adj.values()) > 50
+    for i in ids:
+        assert adj[i] == set(graph.neighbourhood(store.conn, [i], 1)), i
