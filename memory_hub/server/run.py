@@ -8,7 +8,6 @@ threads, so a client gets its ``initialize`` answer within about a second.
 from __future__ import annotations
 
 import errno
-import importlib
 import json
 import logging
 import socket
@@ -75,16 +74,11 @@ def _configure_logging(level: str) -> None:
 
 
 def start_local_socket(state: ServerState) -> Any:
-    """The hooks' local socket (``server/local_socket.py``, another stage), when it exists."""
-    name = "memory_hub.server.local_socket"
+    """The hooks' local socket (``server/local_socket.py``); None if it cannot start."""
+    from . import local_socket
+
     try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name:
-            raise
-        return None
-    try:
-        return module.start(state)
+        return local_socket.start(state)
     except Exception as exc:  # noqa: BLE001 - hooks fall back to the CLI; the MCP server must still start
         log.warning("local socket for hooks not started: %s", exc)
         return None

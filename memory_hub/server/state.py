@@ -12,7 +12,6 @@ without a lock.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
@@ -35,38 +34,11 @@ class SearcherLike(Protocol):
     def warm(self) -> Any: ...
 
 
-class _LexicalSearcher:
-    """Stand-in used until ``memory_hub.retrieval.searcher`` exists: the plain search pipeline."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def search(self, query: str, k: int = 10, filters: Filters | None = None, mode: str | None = None,
-               explain: bool = False) -> Any:
-        from ..retrieval.search import search
-
-        kwargs: dict[str, Any] = {"k": k, "filters": filters, "explain": explain}
-        if mode:
-            kwargs["mode"] = mode
-        return search(self.store, query, **kwargs)
-
-    def warm(self) -> None:
-        return None
-
-
 def make_searcher(vault: Path, store: Store) -> SearcherLike:
-    """The long-lived retrieval searcher when available, else the lexical pipeline."""
-    try:
-        module = importlib.import_module("memory_hub.retrieval.searcher")
-    except ModuleNotFoundError as exc:
-        if exc.name != "memory_hub.retrieval.searcher":
-            raise
-        return _LexicalSearcher(store)
-    cls = module.Searcher
-    try:
-        return cls(vault, store=store)
-    except TypeError:
-        return cls(vault)
+    """The long-lived retrieval searcher (imported on first use: start-up stays fast)."""
+    from ..retrieval.searcher import Searcher
+
+    return Searcher(vault, store=store)
 
 
 @dataclass

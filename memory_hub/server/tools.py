@@ -8,10 +8,8 @@ is a bug and is reported as one line, never a traceback.
 from __future__ import annotations
 
 import datetime as _dt
-import importlib
 import json
 import logging
-import math
 from typing import Any
 
 from fastmcp.exceptions import ToolError
@@ -32,16 +30,6 @@ MAX_READ_LINES = 2_000
 DEFAULT_READ_LINES = 400
 MAX_RECALL_TOKENS = 4_000
 MAX_RELATED = 500
-
-
-def _optional(module: str) -> Any | None:
-    """A later stage's module, or None while it does not exist yet."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise
-        return None
 
 
 def _freshness(state: ServerState) -> dict[str, Any]:
@@ -126,36 +114,14 @@ def search(state: ServerState, query: str, k: int = 10, mode: str | None = None,
     return out
 
 
-def _estimate_tokens(text: str) -> int:
-    """A cheap upper-ish bound on tokens: ~4 chars per token for ASCII, ~1 per CJK character."""
-    ascii_chars = sum(1 for c in text if ord(c) < 128)
-    return math.ceil(ascii_chars / 4) + (len(text) - ascii_chars)
-
-
-def _clean(text: str) -> str:
-    return " ".join(str(text or "").replace("|", "/").split())
-
-
 def recall(state: ServerState, prompt: str, budget_tokens: int = 600) -> dict[str, Any]:
     if not isinstance(prompt, str) or not prompt.strip():
         raise ToolError("prompt is empty: pass the user's request or the task you are about to do")
     if not 50 <= budget_tokens <= MAX_RECALL_TOKENS:
         raise ToolError(f"budget_tokens must be between 50 and {MAX_RECALL_TOKENS}, not {budget_tokens}")
-    module = _optional("memory_hub.retrieval.recall")
-    if module is not None and hasattr(module, "recall_for_server"):
-        return {**module.recall_for_server(state, prompt, budget_tokens), "index": _freshness(state)}
-    result = _run_search(state, prompt[:2000], 10, None, None)
-    lines = []
-    used = _estimate_tokens("<vault-memory>\n</vault-memory>")
-    for rank, h in enumerate(result.hits, start=1):
-        line = f"{rank}|{_clean(h.title)}|{h.path}|{_clean(h.description)[:200]}"
-        cost = _estimate_tokens(line) + 1
-        if used + cost > budget_tokens:
-            break
-        lines.append(line)
-        used += cost
-    block = "<vault-memory>\n" + "".join(line + "\n" for line in lines) + "</vault-memory>"
-    return {"block": block, "notes": len(lines), "tokens": used, "index": _freshness(state)}
+    from ..retrieval.recall import recall_for_server  # imported on first use: start-up stays fast
+
+    return {**recall_for_server(state, prompt, budget_tokens), "index": _freshness(state)}
 
 
 def _resolve_note(state: ServerState, path: str) -> str:
@@ -206,11 +172,10 @@ def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int 
 
 
 def _record_access(state: ServerState, rel: str) -> None:
-    counters = _optional("memory_hub.vault.counters")
-    if counters is None or not hasattr(counters, "record_access"):
-        return
+    from ..vault.counters import record_access
+
     try:
-        counters.record_access(state.vault, rel)
+        record_access(state.vault, rel)
     except Exception as exc:  # noqa: BLE001 - counting an access must never fail a read
         log.warning("could not record access to %s: %s", rel, exc)
 
@@ -265,23 +230,16 @@ def capture(state: ServerState, text: str, title: str | None = None, kind: str |
     for value in (tags or []) + (links or []):
         if not isinstance(value, str) or not value.strip() or "\n" in value or len(value) > 200:
             raise ToolError(f"tags and links must be short single-line names, not {value!r}")
-    module = _optional("memory_hub.capture")
-    extra: dict[str, Any] = {}
-    also: list[str] = []
+    from ..capture import braindump  # imported on first use: start-up stays fast
+
     try:
-        if module is not None and hasattr(module, "braindump"):
-            # URLs are kept in the note but not fetched: a tool call must not reach the network.
-            result = module.braindump(state.vault, text, title=title, kind=kind, tags=tags, links=links,
-                                      fetch_urls=False)
-            written = result.path
-            also = [result.daily] if result.daily else []
-            extra = {k: v for k, v in (("scope", result.scope), ("tags", result.tags), ("due", result.due),
-                                       ("deadline", result.deadline), ("daily", result.daily),
-                                       ("warnings", result.warnings)) if v}
-        elif module is not None and hasattr(module, "write_capture"):
-            written = module.write_capture(state.vault, text, title=title, kind=kind, tags=tags, links=links)
-        else:
-            written = _fallback_capture(state, text, title, kind, tags, links)
+        # URLs are kept in the note but not fetched: a tool call must not reach the network.
+        result = braindump(state.vault, text, title=title, kind=kind, tags=tags, links=links, fetch_urls=False)
+        written = result.path
+        also = [result.daily] if result.daily else []
+        extra = {k: v for k, v in (("scope", result.scope), ("tags", result.tags), ("due", result.due),
+                                   ("deadline", result.deadline), ("daily", result.daily),
+                                   ("warnings", result.warnings)) if v}
     except (OutsideVault, FileExistsError, ValueError) as exc:
         raise ToolError(f"not captured: {exc}") from None
     rel = _relative(state, written)
@@ -298,31 +256,6 @@ def _relative(state: ServerState, written: Any) -> str:
     if p.is_absolute():
         p = p.resolve().relative_to(state.vault)
     return p.as_posix()
-
-
-def _fallback_capture(state: ServerState, text: str, title: str | None, kind: str | None,
-                      tags: list[str] | None, links: list[str] | None) -> str:
-    """Used only until ``memory_hub.capture.write_capture`` exists: a plain note in inbox/."""
-    from ..vault.frontmatter import set_fields
-    from ..vault.writer import NoteExists, create_note, unique_note_path
-
-    today = _dt.date.today()
-    title = (title or text.strip().splitlines()[0])[:80].strip("# ").strip() or "capture"
-    body = text.strip() + "\n"
-    if links:
-        body += "\n" + " ".join(f"[[{name}]]" for name in links) + "\n"
-    doc = set_fields(f"# {title}\n\n{body}", {
-        "title": title, "kind": kind or "capture", "tags": list(tags or []),
-        "created": today.isoformat(), "updated": today.isoformat(),
-    })
-    for _ in range(5):
-        rel = unique_note_path(state.vault, "inbox", title, today)
-        try:
-            create_note(state.vault, rel, doc)
-            return rel
-        except NoteExists:
-            continue
-    raise FileExistsError("could not find a free file name in inbox/")
 
 
 def status(state: ServerState) -> dict[str, Any]:
