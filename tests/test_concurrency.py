@@ -117,6 +117,9 @@ def test_server_watcher_cli_sync_and_git_hook_together(template_vault: tuple[Pat
         assert "locked" not in proc.stderr.lower(), proc.stderr
     assert state.watcher.last_error is None or "locked" not in state.watcher.last_error
     hook_log = vault / ".memory_hub" / "git-hook.log"
+    waited = time.monotonic() + 30  # the hook runs its sync in the background; on a loaded machine, later
+    while not hook_log.exists() and time.monotonic() < waited:
+        time.sleep(0.1)
     assert hook_log.exists() and "locked" not in hook_log.read_text(encoding="utf-8").lower()
 
     # No lost update: every file on disk is indexed with exactly its current content.
