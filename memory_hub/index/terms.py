@@ -18,13 +18,14 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-_HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u3007"
-_KATA = r"\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
-_HIRA = r"\u3040-\u309f"
-_HANGUL = r"\uac00-\ud7af"
-_CJK_CLASS = f"[{_HAN}{_KATA}{_HIRA}{_HANGUL}]"
+# Character classes of the scripts without spaces between words (shared with recall).
+HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u3007"
+KATAKANA = r"\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
+HIRAGANA = r"\u3040-\u309f"
+HANGUL = r"\uac00-\ud7af"
+_CJK_CLASS = f"[{HAN}{KATAKANA}{HIRAGANA}{HANGUL}]"
 _CJK_RUN = re.compile(f"{_CJK_CLASS}+")
-_SCRIPT_RUN = re.compile(f"[{_HAN}]+|[{_KATA}]+|[{_HIRA}]+|[{_HANGUL}]+")
+_SCRIPT_RUN = re.compile(f"[{HAN}]+|[{KATAKANA}]+|[{HIRAGANA}]+|[{HANGUL}]+")
 # A Latin/digit token; inner `_ - . : / # + @` are kept so identifiers stay whole.
 _WORD = re.compile(r"[^\W_]+(?:[_\-.:/#+@'][^\W_]+)*_*|_+[^\W_]+(?:[_\-.:/#+@][^\W_]+)*", re.UNICODE)
 
@@ -151,11 +152,11 @@ def analyze_query(query: str) -> QueryTerms:
             if part:
                 terms.words.append(part.lower())
     runs = [m.group(0) for m in _SCRIPT_RUN.finditer(text)]
-    content_runs = [r for r in runs if r not in _FUNCTION_HIRAGANA and not (len(r) == 1 and re.match(f"[{_HIRA}]", r))]
+    content_runs = [r for r in runs if r not in _FUNCTION_HIRAGANA and not (len(r) == 1 and re.match(f"[{HIRAGANA}]", r))]
     if not content_runs and runs:
         content_runs = runs
     for run in content_runs:
-        hiragana_only = bool(re.fullmatch(f"[{_HIRA}]+", run))
+        hiragana_only = bool(re.fullmatch(f"[{HIRAGANA}]+", run))
         terms.all_terms.append(run)
         if len(run) >= 3 and not hiragana_only:
             terms.trigram.append(run)
@@ -165,7 +166,7 @@ def analyze_query(query: str) -> QueryTerms:
             terms.words.extend(cjk_bigrams(run))
     # kanji+katakana compounds between particles (認証エラー) are phrases worth matching whole
     for m in _CJK_RUN.finditer(text):
-        for piece in re.split(f"[{_HIRA}]+", m.group(0)):
+        for piece in re.split(f"[{HIRAGANA}]+", m.group(0)):
             if len(piece) >= 3 and len(_SCRIPT_RUN.findall(piece)) > 1:
                 terms.trigram.append(piece)
     terms.trigram = _dedupe(terms.trigram)

@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..config import index_dir
-from ..index.terms import STOPWORDS, is_identifier, normalize
+from ..index.terms import HAN, HANGUL, HIRAGANA, KATAKANA, STOPWORDS, is_identifier, normalize
 from ..vault.counters import recent_reads
 from ..vault.notes import UNRANKED_KINDS, parse_note
 from ..vault.walk import FileStat, OutsideVault, UnreadableNote, decode_note, read_note_bytes, safe_path, walk
@@ -58,12 +58,8 @@ RAW_TRANSCRIPT_FACTOR = 0.5  # saved transcript tails mention everything; curate
 
 # -- terms ----------------------------------------------------------------------------------------
 
-_HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u3007"
-_KATA = r"\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
-_HIRA = r"\u3040-\u309f"
-_HANGUL = r"\uac00-\ud7af"
-_CONTENT_RUN = re.compile(f"[{_HAN}{_KATA}{_HANGUL}]+")
-_HIRA_RUN = re.compile(f"[{_HIRA}]{{2,}}")
+_CONTENT_RUN = re.compile(f"[{HAN}{KATAKANA}{HANGUL}]+")
+_HIRA_RUN = re.compile(f"[{HIRAGANA}]{{2,}}")
 _WORD = re.compile(r"[0-9a-z_]+(?:[.\-/:][0-9a-z_]+)*")
 _ASCII_WORD = re.compile(r"[0-9a-z_]+")
 
