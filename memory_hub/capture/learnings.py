@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..vault.markdown import plain_text, trim
 from ..vault.notes import parse_note
-from ..vault.walk import decode_note, read_note_bytes
+from ..vault.walk import read_note_text
 from ..vault.writer import NoteExists, create_note, unique_note_path
 from . import classify as cls
 from .braindump import CaptureError, render_capture
@@ -187,7 +187,7 @@ def check_against_vault(vault: Path, candidates: list[Candidate], k: int = 5, ex
             if row is None or row[0] == exclude:
                 continue
             try:
-                note = parse_note(row[0], decode_note(read_note_bytes(vault, row[0])))
+                note = parse_note(row[0], read_note_text(vault, row[0]))
             except Exception:  # noqa: BLE001 - a vanished or unreadable note is simply not a match
                 continue
             overlap = len(terms & term_set(note.title + " " + note.body)) / len(terms)
@@ -242,5 +242,5 @@ def learnings_from_text(vault: Path, text: str, source: str | None = None, *, to
 
 def learnings_from_capture(vault: Path, rel: str, **kwargs: object) -> LearningsReport:
     """Learnings from a saved transcript capture (a vault-relative path)."""
-    note = parse_note(rel, decode_note(read_note_bytes(vault, rel)))
+    note = parse_note(rel, read_note_text(vault, rel))
     return learnings_from_text(vault, note.body, source=rel, **kwargs)  # type: ignore[arg-type]

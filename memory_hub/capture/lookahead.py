@@ -18,7 +18,7 @@ from pathlib import Path
 from ..vault.frontmatter import split
 from ..vault.markdown import mask_code
 from ..vault.notes import DAILY, TEMPLATE, Note, parse_note
-from ..vault.walk import UnreadableNote, decode_note, read_note_bytes, walk
+from ..vault.walk import UnreadableNote, read_note_text, walk
 from .dates import find_dates, parse_field_date
 
 DEADLINE_FIELDS = ("due", "deadline")
@@ -60,7 +60,7 @@ def iter_notes(vault: Path) -> list[Note]:
         if not stat.is_note:
             continue
         try:
-            text = decode_note(read_note_bytes(vault, stat.path))
+            text = read_note_text(vault, stat.path)
         except (UnreadableNote, OSError):
             continue
         notes.append(parse_note(stat.path, text))
@@ -140,6 +140,6 @@ def _date_in_name(path: str) -> _dt.date | None:
 def _body_line(vault: Path, rel: str) -> int:
     """1-based line where a note's body starts, so a lint finding points at the right line."""
     try:
-        return split(decode_note(read_note_bytes(vault, rel)))[2]
+        return split(read_note_text(vault, rel))[2]
     except (UnreadableNote, OSError):
         return 1

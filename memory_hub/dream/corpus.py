@@ -19,7 +19,7 @@ from pathlib import Path
 from ..vault.git import is_repo, run_git
 from ..vault.links import Resolver
 from ..vault.notes import DAILY, TEMPLATE, Note, parse_note
-from ..vault.walk import UnreadableNote, decode_note, read_note_bytes, walk
+from ..vault.walk import UnreadableNote, read_note_text, walk
 
 _TEMPLATE_MARK = re.compile(r"\{\{\s*(?:title|date|time|name)\b|<%\s*tp\.")
 RECENT_EDIT_S = float(os.environ.get("MEMORY_HUB_DREAM_RECENT_S", 15 * 60))
@@ -111,7 +111,7 @@ def load(vault: Path, now: float | None = None, recent_s: float = RECENT_EDIT_S,
         if not stat.is_note:
             continue
         try:
-            text = decode_note(read_note_bytes(vault, stat.path))
+            text = read_note_text(vault, stat.path)
         except (UnreadableNote, OSError):
             continue
         note = parse_note(stat.path, text)

@@ -34,7 +34,7 @@ from ..config import index_dir
 from ..index.terms import HAN, HANGUL, HIRAGANA, KATAKANA, STOPWORDS, is_identifier, normalize
 from ..vault.counters import recent_reads
 from ..vault.notes import UNRANKED_KINDS, parse_note
-from ..vault.walk import FileStat, OutsideVault, UnreadableNote, decode_note, read_note_bytes, safe_path, walk
+from ..vault.walk import FileStat, OutsideVault, UnreadableNote, read_note_text, safe_path, walk
 from .block import DEFAULT_BUDGET, Block, Entry, render
 
 LIGHT, TARGETED, GRAPH = "light", "targeted", "graph-overview"
@@ -280,7 +280,7 @@ class RecallIndex:
                     break
                 self._remove(st.path)
                 try:
-                    text = decode_note(read_note_bytes(self.vault, st.path))
+                    text = read_note_text(self.vault, st.path)
                 except (UnreadableNote, OSError):
                     known[st.path] = (st.mtime_ns, st.size)  # remember, so it is not retried each prompt
                     continue

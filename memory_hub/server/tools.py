@@ -18,7 +18,7 @@ from ..index import graph
 from ..index.lexical import Filters
 from ..index.sync import sync
 from ..vault.notes import KINDS
-from ..vault.walk import OutsideVault, UnreadableNote, decode_note, read_note_bytes, safe_path
+from ..vault.walk import OutsideVault, UnreadableNote, read_note_text, safe_path
 from .state import ServerState
 
 log = logging.getLogger("memory_hub.server")
@@ -152,7 +152,7 @@ def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int 
     if not rel.lower().endswith(".md"):
         raise ToolError(f"{rel} is an attachment, not a Markdown note")
     try:
-        text = decode_note(read_note_bytes(state.vault, rel))
+        text = read_note_text(state.vault, rel)
     except FileNotFoundError:
         raise ToolError(f"{rel} was deleted; the index will drop it within a second") from None
     except (UnreadableNote, OutsideVault) as exc:

@@ -105,6 +105,11 @@ def decode_note(data: bytes) -> str:
     return text.lstrip("\ufeff")
 
 
+def read_note_text(vault: Path, rel: str, max_bytes: int = MAX_NOTE_BYTES) -> str:
+    """A note's text: inside the vault, not huge, not binary, valid UTF-8 — else UnreadableNote/OSError."""
+    return decode_note(read_note_bytes(vault, rel, max_bytes))
+
+
 def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
