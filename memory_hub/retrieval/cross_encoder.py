@@ -24,7 +24,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..index.embed.base import as_text_list, clean_text, cpu_count, length_sorted_batches
+from ..index.embed.base import as_text_list, clean_text, length_sorted_batches
+from ..index.embed.onnx_backend import session_options
 from .rerank import RerankerError
 
 MAX_LENGTH = 512
@@ -121,15 +122,8 @@ class CrossEncoderReranker:
         pad = next((tok.token_to_id(t) for t in ("[PAD]", "<pad>") if tok.token_to_id(t) is not None), 0)
         self._pad_id = int(pad)
 
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = num_threads or cpu_count()
-        so.inter_op_num_threads = 1
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Spinning workers steal the shared cores from the agent and the indexer; query-sized
-        # batches vary in shape, so the arena and memory patterns only hold on to memory.
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        so.enable_cpu_mem_arena = False
-        so.enable_mem_pattern = False
+        # Query-sized batches vary in shape, so the arena and memory patterns only hold on to memory.
+        so = session_options(num_threads, spin=False, arena=False)
         try:
             self._sess = ort.InferenceSession(str(folder / "model.onnx"), sess_options=so,
                                               providers=["CPUExecutionProvider"])

@@ -34,6 +34,26 @@ SENTENCE_OUTPUT = "sentence_embedding"
 TOKEN_OUTPUTS = ("last_hidden_state", "token_embeddings")
 
 
+
+def session_options(num_threads: int | None = None, *, spin: bool = False, arena: bool = False) -> Any:
+    """CPU session options shared by every ONNX model Memory Hub runs (embedders, cross-encoders).
+
+    Busy-waiting worker threads halve throughput when the cores are shared (an agent, an editor
+    and the indexer run beside us): measured 2x better without spinning. The memory arena keeps the
+    largest batch's buffers for the life of the process; without it a serving process returns them
+    after each call (measured in benchmarks/bench_embed.py).
+    """
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = num_threads or cpu_count()
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    so.enable_cpu_mem_arena = arena
+    so.enable_mem_pattern = arena
+    return so
+
 class _Enc(NamedTuple):
     ids: list[int]
     special_tokens_mask: list[int]
@@ -253,19 +273,9 @@ class OnnxEmbedder:
         self._tok = _load_tokenizer(folder, tokenizer or os.environ.get("MEMORY_HUB_TOKENIZER") or "auto")
         self._pad_id = self._tok.pad_id
 
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = num_threads or cpu_count()
-        so.inter_op_num_threads = 1
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Busy-waiting worker threads halve throughput when the cores are shared (an agent,
-        # an editor and the indexer run beside us); measured 2x better without spinning.
-        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         if arena is None:
             arena = os.environ.get("MEMORY_HUB_ORT_ARENA", "") == "1"
-        # The arena keeps the largest batch's buffers for the life of the process; without it a
-        # serving process returns them after each call (measured in benchmarks/bench_embed.py).
-        so.enable_cpu_mem_arena = arena
-        so.enable_mem_pattern = arena
+        so = session_options(num_threads, spin=spin, arena=arena)
         try:
             self._sess = ort.InferenceSession(
                 str(folder / "model.onnx"), sess_options=so, providers=["CPUExecutionProvider"]
