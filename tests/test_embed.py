@@ -326,13 +326,6 @@ def test_export_hf_settings_without_torch(tmp_path):
     }
 
 
-def test_export_hf_end_to_end():
-    pytest.importorskip(
-        "torch", reason="exporting needs torch+transformers (the 'export' extra), not installed here"
-    )
-    pytest.skip("no local HF model folder is shipped to export (and nothing may be downloaded)")
-
-
 # ----------------------------------------------------------------------------- lean tokenizer
 def _note_texts() -> list[str]:
     """Real notes: the starter vault, plus a sample of ../shared vaults when present."""
