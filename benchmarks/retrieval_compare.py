@@ -1,5 +1,8 @@
 """Compare search modes on the same run: lexical, vector, hybrid, hybrid+graph, hybrid+rerank.
 
+A mode with the suffix ``:rrf`` (``hybrid:rrf``) runs without score calibration, i.e. RRF's order
+as it is, so the table shows what calibration adds.
+
     python benchmarks/retrieval_compare.py scifact  [--modes ...] [--limit N] [--embedder onnx]
     python benchmarks/retrieval_compare.py jsquad-ja
     python benchmarks/retrieval_compare.py locomo    # session- and turn-level evidence recall
@@ -53,7 +56,7 @@ from memory_hub.retrieval.rerank import load_reranker  # noqa: E402
 from memory_hub.retrieval.search import QueryError, search  # noqa: E402
 
 BENCH_DIR = Path(os.environ.get("MEMORY_HUB_BENCH_DIR", "/tmp/mh-bench"))
-DEFAULT_MODES = "lexical,vector,hybrid,hybrid+graph"
+DEFAULT_MODES = "lexical,vector,hybrid:rrf,hybrid,hybrid+graph"
 
 LOCOMO_METRICS: dict[str, Metric] = {
     "R@1": recall_at(1), "R@5": recall_at(5), "R@10": recall_at(10), "nDCG@10": ndcg_at(10), "MRR@10": mrr_at(10),
@@ -100,7 +103,8 @@ def run_mode(store: Store, queries: Mapping[str, str], path_to_doc: Mapping[str,
         filters = Filters(path_prefix=prefix_of(qid)) if prefix_of else None
         t0 = time.perf_counter()
         try:
-            result = search(store, text, k=k, filters=filters, mode=mode, vectors=vi, reranker=reranker)
+            result = search(store, text, k=k, filters=filters, mode=mode.removesuffix(":rrf"), vectors=vi,
+                            reranker=reranker, calibrated=not mode.endswith(":rrf"))
         except QueryError:
             errors += 1
             run[qid] = []

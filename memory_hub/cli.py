@@ -10,7 +10,7 @@ The core commands' ``--json`` shapes (keys may be added, never renamed or remove
                skipped: [{path, reason}], problems: [{path, problem}], links_resolved: int,
                seconds: float, interrupted: bool} (+ the vector step's keys unless --no-vectors)
 * ``search``: {query, results: [{path, title, description, kind, date, score, snippet, tags, exact}
-               (+ channels, graph, rerank with --explain)], timings_ms: {stage: ms}, warnings: [str]}
+               (+ channels, calibration, graph, rerank with --explain)], timings_ms: {stage: ms}, warnings: [str]}
 * ``links``:  {note, title, backlinks: int, links: [{target, kind, heading, block, alias, line,
                target_path (null when dangling)}], neighbours: [{path, title, hops, direction, via}]}
 * ``status``: {vault, index, notes, attachments, kinds: {kind: n}, ranked_notes, links, dangling_links,
@@ -124,6 +124,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(f"    › {hit.snippet}")
         if args.explain:
             print(f"    explain: score={hit.score} channels={json.dumps(hit.channels, ensure_ascii=False)}"
+                  + (f" calibration={json.dumps(hit.calibration)}" if hit.calibration else "")
                   + (f" graph={json.dumps(hit.graph, ensure_ascii=False)}" if hit.graph else "")
                   + (f" rerank={json.dumps(hit.rerank, ensure_ascii=False)}" if hit.rerank else ""))
     return 0

@@ -113,22 +113,29 @@ def _run(conn: sqlite3.Connection, table: str, bm25: str, expr: str, filters: Fi
 
 
 def _and_then_or(conn: sqlite3.Connection, table: str, bm25: str, terms: list[str], prefixes: list[str],
-                 filters: Filters, limit: int) -> list[tuple[int, float]]:
-    """AND of all terms first; notes matching only some terms follow (OR), so nothing is lost."""
+                 filters: Filters, limit: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """AND of all terms first; notes matching only some terms follow (OR), so nothing is lost.
+
+    Returns (that ranking, the plain OR ranking with its raw BM25 scores). The first is what RRF
+    fuses; the second keeps the score *gaps* the first flattens, for score calibration.
+    """
     if not terms and not prefixes:
-        return []
+        return [], []
     hits = _run(conn, table, bm25, match_expression(terms, "AND", prefixes), filters, limit)
-    if len(terms) + len(prefixes) > 1 and len(hits) < limit:
+    if len(terms) + len(prefixes) == 1:
+        return hits, hits
+    raw = _run(conn, table, bm25, match_expression(terms, "OR", prefixes), filters, limit)
+    if len(hits) < limit:
         seen = {i for i, _ in hits}
         floor = min((s for _, s in hits), default=0.0)
-        for note_id, score in _run(conn, table, bm25, match_expression(terms, "OR", prefixes), filters, limit):
+        for note_id, score in raw:
             if note_id not in seen:
                 # OR-only hits stay below every AND hit
                 hits.append((note_id, min(score, floor - 1e-6) if hits else score))
                 seen.add(note_id)
                 if len(hits) >= limit:
                     break
-    return hits
+    return hits, raw
 
 
 def search_trigram(conn: sqlite3.Connection, terms: QueryTerms, filters: Filters = NO_FILTERS,
@@ -168,6 +175,12 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-
 def search_words(conn: sqlite3.Connection, terms: QueryTerms, filters: Filters = NO_FILTERS,
                  limit: int = 100) -> list[tuple[int, float]]:
     """Word/bigram BM25, including one- and two-character terms: (note id, score) best first."""
+    return word_rankings(conn, terms, filters, limit)[0]
+
+
+def word_rankings(conn: sqlite3.Connection, terms: QueryTerms, filters: Filters = NO_FILTERS,
+                  limit: int = 100) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """The word channel's ranking (AND, then OR) and the plain OR ranking with raw BM25 scores."""
     return _and_then_or(conn, "fts_words", _BM25_WORDS, terms.words, terms.prefixes, filters, limit)
 
 

@@ -1,7 +1,8 @@
 """The search pipeline: a query in, the best few notes out, with a record of how each got there.
 
 Stages: analyse the query → channels (trigram BM25, word/bigram BM25, chunk vectors scored per note
-by its best chunks) → fuse with RRF (k=60) → graph expansion (1–2 hop wikilink neighbours of the top
+by its best chunks) → fuse with RRF (k=60) → calibrate the head of that order by the channels' raw
+scores (``calibrate.py``) → graph expansion (1–2 hop wikilink neighbours of the top
 hits join with a decayed score) → rerank (blended by position) → top k. Notes that contain every
 exact identifier of the query (``ERR_042``, ``partner-api``) are pinned on top after every stage.
 
@@ -24,6 +25,8 @@ from ..index.store import Store
 from ..index.terms import QueryTerms, analyze_query, is_strong_identifier, normalize
 from ..vault.markdown import plain_text
 from . import fusion
+from .calibrate import HEAD as CALIBRATION_HEAD
+from .calibrate import calibrate, permute_scores
 from .rerank import DOC_CHARS, RERANK_DEPTH, Reranker, blend
 
 if TYPE_CHECKING:
@@ -55,13 +58,14 @@ class Hit:
     channels: dict[str, dict[str, float]] = field(default_factory=dict)
     graph: dict[str, Any] | None = None
     rerank: dict[str, Any] | None = None
+    calibration: dict[str, Any] | None = None
     note_id: int = 0
 
     def as_dict(self, explain: bool = False) -> dict[str, Any]:
         data = asdict(self)
         data.pop("note_id")
         if not explain:
-            for key in ("channels", "graph", "rerank"):
+            for key in ("channels", "calibration", "graph", "rerank"):
                 data.pop(key)
         return data
 
@@ -84,13 +88,12 @@ def check_query(query: str) -> str:
 
 
 def lexical_rankings(store: Store, terms: QueryTerms, filters: Filters, limit: int = CANDIDATES
-                     ) -> dict[str, list[tuple[int, float]]]:
-    """Both lexical channels, each as [(note id, score)] best first."""
+                     ) -> tuple[dict[str, list[tuple[int, float]]], list[tuple[int, float]]]:
+    """Both lexical channels, each as [(note id, score)] best first, and the raw BM25 ranking
+    (plain OR over the word table) that score calibration reads."""
     conn = store.conn
-    return {
-        "trigram": lexical.search_trigram(conn, terms, filters, limit),
-        "words": lexical.search_words(conn, terms, filters, limit),
-    }
+    words, bm25 = lexical.word_rankings(conn, terms, filters, limit)
+    return {"trigram": lexical.search_trigram(conn, terms, filters, limit), "words": words}, bm25
 
 
 # Above this many distinct terms a query is prose, and only identifiers that cannot be ordinary
@@ -282,8 +285,12 @@ def rerank_text(title: str, description: str, body: str, chunk: tuple[int, int] 
 
 def search(store: Store, query: str, k: int = 10, filters: Filters | None = None,
            explain: bool = False, mode: str = DEFAULT_MODE, *, vectors: VectorIndex | None = None,
-           reranker: Reranker | None = None) -> SearchResult:
-    """Run the pipeline for ``mode``. ``vectors``/``reranker`` default to the vault's own (loaded once)."""
+           reranker: Reranker | None = None, calibrated: bool = True) -> SearchResult:
+    """Run the pipeline for ``mode``. ``vectors``/``reranker`` default to the vault's own (loaded once).
+
+    ``calibrated=False`` leaves the RRF order as it is (``calibrate.py``); benchmarks use it to
+    show what calibration adds.
+    """
     plan = stages(mode)
     query = check_query(query)
     filters = filters or Filters()
@@ -292,9 +299,11 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
     terms = analyze_query(query)
     result = SearchResult(query=query, hits=[], terms=terms)
     channels: dict[str, list[tuple[int, float]]] = {}
+    raw: dict[str, list[tuple[int, float]]] = {}  # raw scores for calibration
     best_chunk: dict[int, tuple[int, int, str]] = {}
     if plan.lexical and not terms.empty:
-        channels.update(lexical_rankings(store, terms, filters))
+        lexical_channels, raw["bm25"] = lexical_rankings(store, terms, filters)
+        channels.update(lexical_channels)
     pinned = pinned_identifiers(terms)
     exact = lexical.exact_matches(store.conn, pinned, filters) if pinned else []
     timings["lexical"] = (time.perf_counter() - t0) * 1000
@@ -308,7 +317,7 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
             timings["embed_query"] = (time.perf_counter() - t1) * 1000
             t2 = time.perf_counter()
             ranked = index.search_notes(store, qvec, filters, CANDIDATES)
-            channels["vectors"] = [(nid, score) for nid, score, _ in ranked]
+            channels["vectors"] = raw["vectors"] = [(nid, score) for nid, score, _ in ranked]
             best_chunk = {nid: (c.start, c.end, c.heading) for nid, _, c in ranked}
             timings["vectors"] = (time.perf_counter() - t2) * 1000
     if not channels and not exact:
@@ -320,7 +329,20 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
     scores = fusion.rrf({name: [i for i, _ in hits] for name, hits in channels.items()}, weights=CHANNEL_WEIGHTS)
     for i in exact:
         scores.setdefault(i, 0.0)
-    ordered = pin_exact(fusion.order(scores), exact)
+    ordered = fusion.order(scores)
+    calibration: dict[int, dict[str, Any]] = {}
+    if calibrated:
+        t_cal = time.perf_counter()
+        result_cal = calibrate(ordered, raw)
+        if result_cal.evidence:
+            head = ordered[:CALIBRATION_HEAD]
+            permute_scores(head, result_cal.order[:CALIBRATION_HEAD], scores)
+            for pos, i in enumerate(result_cal.order[:CALIBRATION_HEAD], start=1):
+                if i in result_cal.evidence:
+                    calibration[i] = {"z": result_cal.evidence[i], "before": head.index(i) + 1, "after": pos}
+            ordered = result_cal.order
+        timings["calibrate"] = (time.perf_counter() - t_cal) * 1000
+    ordered = pin_exact(ordered, exact)
     graph_effects: dict[int, dict[str, Any]] = {}
     if plan.graph:
         t3 = time.perf_counter()
@@ -372,6 +394,7 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
                             entry["chunk"] = best_chunk[nid][2]
                         hit.channels[name] = entry
                         break
+            hit.calibration = calibration.get(hit.note_id)
             hit.graph = graph_effects.get(hit.note_id)
             hit.rerank = rerank_effects.get(hit.note_id)
     timings["load"] = (time.perf_counter() - t5) * 1000

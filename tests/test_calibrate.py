@@ -1,0 +1,89 @@
+"""Score calibration: the head of the RRF order re-sorted by standardised raw channel scores."""
+
+from __future__ import annotations
+
+import pytest
+from test_hybrid import embedded, searcher  # noqa: F401  (fixtures: a real embedded vault)
+
+from memory_hub.retrieval import fusion
+from memory_hub.retrieval.calibrate import calibrate, permute_scores, standardise
+from memory_hub.retrieval.search import search
+
+
+def test_standardise() -> None:
+    z = standardise([(1, 10.0), (2, 4.0), (3, 1.0)])
+    assert abs(sum(z.values())) < 1e-9
+    assert z[1] > z[2] > z[3]
+    assert standardise([(1, 0.8), (2, 0.8)]) == {1: 0.0, 2: 0.0}
+    assert standardise([]) == {}
+
+
+def test_a_clear_winner_beats_a_photo_finish() -> None:
+    # RRF sees note 2 first in both channels by a hair; note 1 wins BM25 by a mile and is close on vectors.
+    bm25 = [(2, 10.2), (1, 30.0), (3, 10.0), (4, 9.9)]
+    bm25.sort(key=lambda t: -t[1])
+    vectors = [(2, 0.86), (1, 0.859), (3, 0.80), (4, 0.79)]
+    rrf_order = [2, 1, 3, 4]
+    out = calibrate(rrf_order, {"bm25": bm25, "vectors": vectors})
+    assert out.order[0] == 1
+    assert set(out.order) == {1, 2, 3, 4}
+    assert out.evidence[1]["bm25"] > out.evidence[2]["bm25"]
+
+
+def test_only_the_head_moves_and_notes_without_evidence_keep_their_slot() -> None:
+    order = [10, 11, 12, 13, 14, 15]
+    raw = {"bm25": [(12, 9.0), (11, 2.0), (10, 1.0), (15, 50.0)], "vectors": [(12, 0.9), (11, 0.8), (10, 0.7)]}
+    out = calibrate(order, raw, head=4)
+    assert out.order[3] == 13  # no raw score anywhere (e.g. a graph join): stays at position 4
+    assert out.order[0] == 12
+    assert out.order[4:] == [14, 15]  # the tail is RRF's, even though 15 has the best BM25
+    assert 13 not in out.evidence
+
+
+def test_one_channel_is_nothing_to_calibrate_against() -> None:
+    order = [3, 2, 1]
+    out = calibrate(order, {"bm25": [(1, 9.0), (2, 5.0), (3, 1.0)]})
+    assert out.order == order and out.evidence == {}
+    assert calibrate(order, {"bm25": [(1, 9.0)], "vectors": []}).order == order
+
+
+def test_permute_scores_keeps_the_scale_and_the_new_order() -> None:
+    scores = {1: 0.03, 2: 0.03, 3: 0.02, 4: 0.01}
+    before = [1, 2, 3]
+    after = [3, 1, 2]
+    permute_scores(before, after, scores)
+    assert fusion.order(scores)[:3] == after
+    assert scores[3] == 0.03 and scores[4] == 0.01
+    assert scores[1] < scores[3] and scores[2] < scores[1]
+
+
+def test_search_explains_calibration_and_can_turn_it_off(searcher) -> None:  # noqa: F811
+    store, vi = searcher.store, searcher.vectors
+    query = "promote the standby replica when the primary database dies"
+    on = search(store, query, k=6, mode="hybrid", vectors=vi, explain=True)
+    off = search(store, query, k=6, mode="hybrid", vectors=vi, explain=True, calibrated=False)
+    assert on.hits[0].path == "db-failover.md"
+    assert "calibrate" in on.timings_ms and "calibrate" not in off.timings_ms
+    explained = [h for h in on.hits if h.calibration]
+    assert explained and all({"before", "after", "z"} <= set(h.calibration) for h in explained)
+    assert {"bm25", "vectors", "combined"} <= set(explained[0].calibration["z"])
+    assert all(h.calibration is None for h in off.hits)
+    # lexical mode has one channel: nothing to calibrate, nothing reported
+    lex = search(store, query, k=6, mode="lexical", explain=True)
+    assert all(h.calibration is None for h in lex.hits)
+
+
+def test_calibration_never_unpins_an_exact_identifier(searcher) -> None:  # noqa: F811
+    result = search(searcher.store, "ERR_042 database failover primary standby replica", k=6, mode="hybrid",
+                    vectors=searcher.vectors)
+    assert result.hits[0].path == "deploy-log.md" and result.hits[0].exact
+
+
+@pytest.mark.parametrize("calibrated", [True, False])
+def test_same_candidates_either_way(searcher, calibrated: bool) -> None:  # noqa: F811
+    """Calibration re-orders; it never adds or drops candidates."""
+    query = "database failover"
+    a = {h.path for h in search(searcher.store, query, k=50, mode="hybrid", vectors=searcher.vectors).hits}
+    b = {h.path for h in search(searcher.store, query, k=50, mode="hybrid", vectors=searcher.vectors,
+                                calibrated=calibrated).hits}
+    assert a == b
