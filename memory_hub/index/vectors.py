@@ -39,8 +39,10 @@ from .lexical import Filters
 from .store import Store
 
 TABLE_PREFIX = "chunks_"
-GROUP_CHUNKS = 128  # chunks per committed group: what Ctrl-C can lose at most
-BATCH = 16  # chunks per embedder call (length-sorted), also the progress step
+GROUP_CHUNKS = 512  # chunks per committed group: what Ctrl-C can lose at most (~10 s of embedding)
+# chunks per embedder call (length-sorted), also the progress step; big enough that the embedder's
+# workers rarely wait for each other at the end of a call
+BATCH = 64
 _META_VERSION = "vectors_version"
 
 
@@ -310,20 +312,25 @@ class VectorIndex:
                 group.append(item)
                 size += len(item[2])
                 if size >= GROUP_CHUNKS:
-                    self._embed_group(store, table, group, report, bar)
+                    self._embed_group(store, table, group, report, bar, state)
                     group, size = [], 0
             if group:
-                self._embed_group(store, table, group, report, bar)
+                self._embed_group(store, table, group, report, bar, state)
 
     def _embed_group(self, store: Store, table: Any, group: list[tuple[str, str, list[Chunk]]], report: VectorReport,
-                     bar: Progress) -> None:
+                     bar: Progress, state: dict[str, set[str]]) -> None:
         import pyarrow as pa
 
         paths = [p for p, _, _ in group]
-        where = "path IN (" + ", ".join(_quote(p) for p in paths) + ")"
-        old = self._read(table, ["id", "vector"], where)
-        reuse = dict(zip(old.column("id").to_pylist(), old.column("vector").to_numpy(zero_copy_only=False), strict=True)) \
-            if old.num_rows else {}
+        # notes that had no rows when the sync began (a cold index: all of them) have nothing to reuse
+        # or delete, so the table is not scanned for them
+        had_rows = [p for p in paths if p in state]
+        reuse: dict[str, Any] = {}
+        if had_rows:
+            old = self._read(table, ["id", "vector"], "path IN (" + ", ".join(_quote(p) for p in had_rows) + ")")
+            if old.num_rows:
+                reuse = dict(zip(old.column("id").to_pylist(), old.column("vector").to_numpy(zero_copy_only=False),
+                                 strict=True))
         rows: list[dict[str, Any]] = []
         todo: list[int] = []
         for path, digest, chunks in group:
@@ -367,7 +374,9 @@ class VectorIndex:
                    ("id", "path", "note_hash", "ordinal", "start", "end", "heading", "text", "embedder")}
         columns["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float32()), dim)
         data = pa.table(columns, schema=self._schema())
-        table.delete("path IN (" + ", ".join(_quote(p) for p in sorted(done_paths)) + ")")
+        stale = sorted(p for p in done_paths if p in state)
+        if stale:
+            table.delete("path IN (" + ", ".join(_quote(p) for p in stale) + ")")
         if data.num_rows:
             table.add(data)
         report.notes_embedded += len(done_paths)
