@@ -9,6 +9,7 @@ ranking quality.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -255,6 +256,21 @@ def test_search_runs_the_cross_encoder_and_keeps_exact_ids_on_top(make_vault, tm
     expected = blend([h.path for h in head], [h.rerank["score"] for h in head])
     assert [h.path for h in free.hits] == [p for p, _ in expected]
     assert len({h.rerank["score"] for h in free.hits}) == len(free.hits) > 1
+
+
+def test_rerank_depth_comes_from_the_manifest(make_vault, tiny: Path, tmp_path: Path) -> None:
+    """Cost is depth × pair length: a manifest's ``depth`` limits how many candidates are read."""
+    _, store = make_vault(dict(NOTES))
+    assert CrossEncoderReranker(tiny).depth == 20
+    shallow = tmp_path / "shallow"
+    shutil.copytree(tiny, shallow)
+    manifest = json.loads((shallow / "manifest.json").read_text())
+    (shallow / "manifest.json").write_text(json.dumps(manifest | {"depth": 2}))
+    rr = CrossEncoderReranker(shallow)
+    assert rr.depth == 2 and CrossEncoderReranker(tiny, depth=3).depth == 3
+    result = search(store, "database failover replica", k=5, mode="hybrid+rerank", explain=True, reranker=rr)
+    assert len(result.hits) > 2
+    assert sum(1 for h in result.hits if h.rerank) == 2  # only the first two were read
 
 
 def test_quantize_only_export_serves(tiny: Path, tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..index.embed.base import as_text_list, clean_text, length_sorted_batches
 from ..index.embed.onnx_backend import session_options
-from .rerank import RerankerError
+from .rerank import RERANK_DEPTH, RerankerError
 
 MAX_LENGTH = 512
 # Pairs per onnxruntime call, and padded tokens per call. Batches are length-sorted so padding
@@ -85,6 +85,7 @@ def folder_settings(folder: Path) -> dict[str, Any]:
         "activation": activation,
         "label_index": label_index,
         "batch": int(manifest.get("batch") or BATCH),
+        "depth": int(manifest.get("depth") or RERANK_DEPTH),
     }
 
 
@@ -95,7 +96,7 @@ class CrossEncoderReranker:
     """
 
     def __init__(self, folder: str | Path, *, num_threads: int | None = None, batch: int | None = None,
-                 max_length: int | None = None) -> None:
+                 max_length: int | None = None, depth: int | None = None) -> None:
         folder = Path(folder).expanduser().resolve()
         for name in ("model.onnx", "tokenizer.json"):
             if not (folder / name).is_file():
@@ -109,6 +110,8 @@ class CrossEncoderReranker:
         self.activation: str = s["activation"]
         self.label_index: int = s["label_index"]
         self.batch: int = max(1, int(batch or s["batch"]))
+        # candidates read per query: cost is depth × pair length, so a slow machine lowers one of them
+        self.depth: int = max(1, int(depth or s["depth"]))
         self.name = f"cross-encoder/{s['model']}"
         try:
             tok = Tokenizer.from_file(str(folder / "tokenizer.json"))

@@ -39,7 +39,11 @@ class RerankerError(RuntimeError):
 
 @runtime_checkable
 class Reranker(Protocol):
-    """Scores ``docs`` against ``query``: higher is more relevant; one score per doc, same order."""
+    """Scores ``docs`` against ``query``: higher is more relevant; one score per doc, same order.
+
+    A reranker may also have a ``depth`` attribute: how many candidates it reads (default
+    ``RERANK_DEPTH``); a cross-encoder folder sets it in ``manifest.json``.
+    """
 
     name: str
 

@@ -360,7 +360,8 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
         if reranker is None:
             result.warnings.append("no reranker configured (set MEMORY_HUB_RERANKER); rerank stage skipped")
         else:
-            head = ordered[:RERANK_DEPTH]
+            depth = int(getattr(reranker, "depth", RERANK_DEPTH))
+            head = ordered[:depth]
             texts = _texts(store, head)
             docs = [rerank_text(*texts.get(i, ("", "", "")), best_chunk[i][:2] if i in best_chunk else None)
                     for i in head]
@@ -369,9 +370,9 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
             for pos, (i, _) in enumerate(blended, start=1):
                 rerank_effects[i] = {"model": reranker.name, "score": round(float(rr[head.index(i)]), 4),
                                      "before": head.index(i) + 1, "after": pos}
-            ordered = [i for i, _ in blended] + ordered[RERANK_DEPTH:]
+            ordered = [i for i, _ in blended] + ordered[depth:]
             # Scores follow the new order: the reranked head keeps its blended score lifted above the tail.
-            floor = max((scores[i] for i in ordered[RERANK_DEPTH:]), default=0.0)
+            floor = max((scores[i] for i in ordered[depth:]), default=0.0)
             for i, score in blended:
                 scores[i] = floor + score
         timings["rerank"] = (time.perf_counter() - t4) * 1000
