@@ -156,3 +156,12 @@ def test_prose_queries_pin_only_identifiers_no_word_looks_like() -> None:
     assert pinned_identifiers(analyze_query(prose)) == ["ERR_CERT_AUTHORITY_INVALID", "v2026.4.10"]
     assert pinned_identifiers(analyze_query("why did deploy fail with DEC-0054 again today")) == ["DEC-0054"]
     assert pinned_identifiers(analyze_query("user sessions expire in S3 buckets after deploys")) == []
+
+
+def test_japanese_interrogatives_are_not_search_terms() -> None:
+    terms = analyze_query("2012年に世界遺産に登録されたのは何川流域か？")
+    assert not any("何" in t for t in terms.words + terms.prefixes + terms.trigram)
+    assert "川流" in terms.words and "流域" in terms.words
+    assert analyze_query("誰が設計した？").words == ["設計"]
+    assert "幾何" in analyze_query("幾何学の定理").words  # 何 inside a word stays
+    assert analyze_query("何").prefixes == ["何"]  # a query of nothing else is searched as it is

@@ -133,9 +133,18 @@ def _dedupe(items: list[str]) -> list[str]:
     return out
 
 
+# Interrogatives are the question, not its subject: 何 opening a kanji run (何, 何年, 何川流域 →
+# 川流域) and 誰 anywhere. Left in, 何 becomes a prefix term or glues onto the next kanji as a bigram
+# (何川) that no paragraph contains. On JSQuAD dev this took the word channel's nDCG@10 from
+# 0.945 to 0.948. 何 inside a word (幾何, geometry) is kept.
+_INTERROGATIVE = re.compile(r"(?<![\u3400-\u4dbf\u4e00-\u9fff])何|誰")
+
+
 def analyze_query(query: str) -> QueryTerms:
     """Split a user query into the terms each lexical channel will search for."""
-    text = normalize(query)
+    text = _INTERROGATIVE.sub(" ", normalize(query))
+    if not text.strip():
+        text = normalize(query)
     terms = QueryTerms()
     latin = _CJK_RUN.sub(" ", text)
     tokens = [t.strip("'.:/#+@-") for t in _WORD.findall(latin)]
