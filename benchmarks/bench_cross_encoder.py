@@ -8,6 +8,9 @@ It reranks 20 candidates (the rerank depth) whose pairs fill ``max_length`` toke
 
     .venv/bin/python benchmarks/bench_cross_encoder.py            # 128/256/512 tokens, 9 runs
     .venv/bin/python benchmarks/bench_cross_encoder.py --batches  # also batch size and fp32 vs int8
+    .venv/bin/python benchmarks/bench_cross_encoder.py --save /tmp/ce --save-length 128 --candidates 10
+        # also keep the INT8 model as a reranker folder (manifest: that length, depth = --candidates),
+        # e.g. for ``query_latency.py VAULT --reranker /tmp/ce`` (whole-pipeline latency)
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--candidates", type=int, default=20)
     ap.add_argument("--batches", action="store_true", help="also compare batch sizes and fp32 vs int8")
+    ap.add_argument("--save", type=Path, help="copy the INT8 model folder here, as a ready reranker")
+    ap.add_argument("--save-length", type=int, default=128, help="max_length written into the saved manifest")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-ce-"))
     fp = make_cross_encoder(tmp / "fp32", max_length=512, **MINILM_L6)
@@ -71,6 +76,13 @@ def main() -> int:
         wall, cpu = _time(rr, docs, args.runs)
         print(f"int8, {length} tokens/pair, {args.candidates} candidates: wall p50 {np.median(wall):.0f} ms "
               f"p95 {np.percentile(wall, 95):.0f} ms, CPU p50 {np.median(cpu):.0f} ms, peak RSS {_peak_mb()} MB")
+    if args.save:
+        import shutil
+
+        shutil.copytree(q8, args.save, dirs_exist_ok=True)
+        (args.save / "manifest.json").write_text(json.dumps(
+            {**manifest, "max_length": args.save_length, "depth": args.candidates}))
+        print(f"saved {args.save} (max_length {args.save_length}, depth {args.candidates})")
     if args.batches:
         for folder, label in ((q8, "int8"), (fp, "fp32")):
             for batch in (1, 4, 8, 20):
