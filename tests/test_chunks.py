@@ -61,3 +61,31 @@ def test_empty_body_still_gets_one_chunk(count_tokens) -> None:
     chunks = chunk_note("Only a title", "", count_tokens, 512, description="and a description")
     assert len(chunks) == 1
     assert chunks[0].text == "Only a title\n\nand a description"
+
+
+def test_reader_text_drops_addresses_tags_and_comments_but_not_code() -> None:
+    from memory_hub.vault.markdown import reader_text
+
+    md = ('See [the docs](https://example.com/a/b?x=1 "Title") and ![chart](img/a(1).png), '
+          "or https://github.com/org/repo/issues/42 directly.\n"
+          "%% Begin Hub: contributions %%\n<div align=\"center\">Centered</div>\n"
+          "`curl https://api.example.com/v1` stays\n```html\n<b>bold</b> https://kept.example\n```\n"
+          "[[Wiki note|alias]] and 2 < 3")
+    out = reader_text(md)
+    assert "[the docs]" in out and "![chart]" in out and "example.com/a/b" not in out and "img/a(1)" not in out
+    assert "github.com" in out and "issues/42" not in out  # a bare URL keeps its host
+    assert "Begin Hub" not in out and "<div" not in out and "Centered" in out
+    assert "`curl https://api.example.com/v1`" in out  # inline code untouched
+    assert "<b>bold</b> https://kept.example" in out  # fenced code untouched
+    assert "[[Wiki note|alias]] and 2 < 3" in out
+    assert reader_text("plain prose, nothing to drop") == "plain prose, nothing to drop"
+
+
+def test_chunks_embed_what_a_reader_sees_with_spans_over_the_original(count_tokens) -> None:
+    links = " ".join(f"[item {i}](https://example.com/some/long/path/{i}?utm_source=x&utm_medium=y)"
+                     for i in range(60))
+    body = f"# Links\n{links}\n"
+    chunks = chunk_note("Link list", body, count_tokens, 512)
+    assert len(chunks) == 1  # the addresses would have overflowed the window; the link texts fit
+    assert "https://" not in chunks[0].text and "[item 59]" in chunks[0].text
+    assert (chunks[0].start, chunks[0].end) == (0, len(body))

@@ -6,7 +6,9 @@ ones are cut at paragraphs (then lines, then characters), and every chunk's text
 note's title and its heading trail. Every chunk fits the model's window (512 tokens for e5, counted
 by the embedder's own tokenizer, prefix included), so nothing is silently truncated.
 
-Spans are character offsets into ``Note.body``; they are part of a chunk's identity.
+Spans are character offsets into ``Note.body``; they are part of a chunk's identity. A chunk's text
+is what a reader sees of its span (``reader_text``: link addresses, URLs, HTML tags and comments
+left out), so a markup-heavy vault costs fewer tokens and its vectors carry less noise.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..vault.markdown import mask_code
+from ..vault.markdown import mask_code, reader_text
 
 TokenCounter = Callable[[str], int]
 
@@ -89,7 +91,7 @@ def chunk_note(title: str, body: str, count_tokens: TokenCounter, max_tokens: in
     lead = description.strip()
 
     def render(trail: tuple[str, ...], start: int, end: int, first: bool) -> str:
-        content = body[start:end].strip()
+        content = reader_text(body[start:end]).strip()  # no URLs, tags, comments: tokens that say little
         head = _header(title, trail)
         parts = [head]
         if first and lead:
