@@ -9,15 +9,15 @@ decides which notes are candidates and the order of everything below the head, a
 RRF's score values (permuted), so graph expansion and the rerank stage see the same scale as before.
 
 Measured on the dev sets (README, "Benchmarks"), re-ordering the top 30 this way raised nDCG@10
-over RRF alone on SciFact (0.706 → 0.725) and JSQuAD (0.944 → 0.950), and LoCoMo session recall@5
-a little (0.896 → 0.898; turn recall@5 0.581 → 0.61).
+over RRF alone on SciFact (0.706 → 0.724) and JSQuAD (0.945 → 0.950), LoCoMo session recall@5 a
+little (0.896 → 0.898) and LoCoMo turn recall@5 a lot (0.581 → 0.617).
 
 Channels used, with weights: ``bm25`` (the word table's plain OR ranking, raw BM25 — the AND-first
 ranking RRF uses flattens the scores of OR-only matches) 0.6 and ``vectors`` (best-chunk cosine)
 0.4. Lexical is the stronger single ranker on all three dev sets; swept offline over 0.4–0.75,
-0.6 had the best mean of the three primary metrics (0.5: SciFact 0.735 / JSQuAD 0.947 / LoCoMo
-0.899; 0.6: 0.734 / 0.950 / 0.898 — differences of this size are within noise, so the choice
-is a judgement, not a finding). A note missing from a channel's list gets that channel's lowest
+0.6 had the best mean of the three primary metrics (offline on cached channels, no identifier
+pins — 0.5: SciFact 0.735 / JSQuAD 0.947 / LoCoMo 0.899; 0.6: 0.734 / 0.950 / 0.898; differences
+of this size are within noise, so the choice is a judgement, not a finding). A note missing from a channel's list gets that channel's lowest
 z-score. Notes with no raw score in any calibrated channel (trigram-only matches, exact-identifier
 pins, graph joins) keep their slot.
 """
