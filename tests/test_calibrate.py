@@ -27,7 +27,8 @@ def test_a_clear_winner_beats_a_photo_finish() -> None:
     out = calibrate(rrf_order, {"bm25": bm25, "vectors": vectors})
     assert out.order[0] == 1
     assert set(out.order) == {1, 2, 3, 4}
-    assert out.evidence[1]["bm25"] > out.evidence[2]["bm25"]
+    assert out.evidence[1]["z"]["bm25"] > out.evidence[2]["z"]["bm25"]
+    assert (out.evidence[1]["before"], out.evidence[1]["after"]) == (2, 1)
 
 
 def test_only_the_head_moves_and_notes_without_evidence_keep_their_slot() -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 CALIBRATION_WEIGHTS: dict[str, float] = {"bm25": 0.6, "vectors": 0.4}
 HEAD = 30  # RRF positions whose order calibration may change
@@ -33,10 +34,11 @@ HEAD = 30  # RRF positions whose order calibration may change
 
 @dataclass(frozen=True)
 class Calibrated:
-    """What calibration did: the new order and, per moved-or-kept note, its evidence."""
+    """What calibration did: the new order and, per note it placed, its evidence
+    (``{"z": {channel: z, "combined": …}, "before": rank, "after": rank}``, ranks from 1)."""
 
     order: list[int]
-    evidence: dict[int, dict[str, float]]
+    evidence: dict[int, dict[str, Any]]
 
 
 def standardise(scores: Sequence[tuple[int, float]]) -> dict[int, float]:
@@ -64,19 +66,21 @@ def calibrate(order: Sequence[int], raw: Mapping[str, Sequence[tuple[int, float]
         return Calibrated(list(order), {})
     floors = {name: min(z.values()) for name, z in used.items()}
     top = list(order[:head])
-    evidence: dict[int, dict[str, float]] = {}
+    before = {i: pos for pos, i in enumerate(top, start=1)}
+    zs: dict[int, dict[str, float]] = {}
     combined: dict[int, float] = {}
     for i in top:
         if not any(i in z for z in used.values()):
             continue
         parts = {name: z.get(i, floors[name]) for name, z in used.items()}
         combined[i] = sum(weights[name] * v for name, v in parts.items())
-        evidence[i] = {name: round(v, 3) for name, v in parts.items()} | {"combined": round(combined[i], 4)}
-    movable = [i for i in top if i in combined]
+        zs[i] = {name: round(v, 3) for name, v in parts.items()} | {"combined": round(combined[i], 4)}
     slots = [pos for pos, i in enumerate(top) if i in combined]
-    resorted = sorted(movable, key=lambda i: (-combined[i], top.index(i)))
+    resorted = sorted(combined, key=lambda i: (-combined[i], before[i]))
     for pos, i in zip(slots, resorted, strict=True):
         top[pos] = i
+    evidence = {i: {"z": zs[i], "before": before[i], "after": pos}
+                for pos, i in enumerate(top, start=1) if i in zs}
     return Calibrated(top + list(order[head:]), evidence)
 
 

@@ -335,11 +335,8 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
         t_cal = time.perf_counter()
         result_cal = calibrate(ordered, raw)
         if result_cal.evidence:
-            head = ordered[:CALIBRATION_HEAD]
-            permute_scores(head, result_cal.order[:CALIBRATION_HEAD], scores)
-            for pos, i in enumerate(result_cal.order[:CALIBRATION_HEAD], start=1):
-                if i in result_cal.evidence:
-                    calibration[i] = {"z": result_cal.evidence[i], "before": head.index(i) + 1, "after": pos}
+            permute_scores(ordered[:CALIBRATION_HEAD], result_cal.order[:CALIBRATION_HEAD], scores)
+            calibration = result_cal.evidence
             ordered = result_cal.order
         timings["calibrate"] = (time.perf_counter() - t_cal) * 1000
     ordered = pin_exact(ordered, exact)
