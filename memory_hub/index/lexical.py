@@ -113,17 +113,22 @@ def _run(conn: sqlite3.Connection, table: str, bm25: str, expr: str, filters: Fi
 
 
 def _and_then_or(conn: sqlite3.Connection, table: str, bm25: str, terms: list[str], prefixes: list[str],
-                 filters: Filters, limit: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+                 filters: Filters, limit: int, want_raw: bool = False
+                 ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
     """AND of all terms first; notes matching only some terms follow (OR), so nothing is lost.
 
     Returns (that ranking, the plain OR ranking with its raw BM25 scores). The first is what RRF
-    fuses; the second keeps the score *gaps* the first flattens, for score calibration.
+    fuses; the second keeps the score *gaps* the first flattens, for score calibration. The OR
+    query runs only when the AND hits do not fill ``limit`` or ``want_raw`` asks for it; otherwise
+    the second list is empty.
     """
     if not terms and not prefixes:
         return [], []
     hits = _run(conn, table, bm25, match_expression(terms, "AND", prefixes), filters, limit)
     if len(terms) + len(prefixes) == 1:
         return hits, hits
+    if len(hits) >= limit and not want_raw:
+        return hits, []
     raw = _run(conn, table, bm25, match_expression(terms, "OR", prefixes), filters, limit)
     if len(hits) < limit:
         seen = {i for i, _ in hits}
@@ -175,13 +180,14 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-
 def search_words(conn: sqlite3.Connection, terms: QueryTerms, filters: Filters = NO_FILTERS,
                  limit: int = 100) -> list[tuple[int, float]]:
     """Word/bigram BM25, including one- and two-character terms: (note id, score) best first."""
-    return word_rankings(conn, terms, filters, limit)[0]
+    return word_rankings(conn, terms, filters, limit, want_raw=False)[0]
 
 
 def word_rankings(conn: sqlite3.Connection, terms: QueryTerms, filters: Filters = NO_FILTERS,
-                  limit: int = 100) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
-    """The word channel's ranking (AND, then OR) and the plain OR ranking with raw BM25 scores."""
-    return _and_then_or(conn, "fts_words", _BM25_WORDS, terms.words, terms.prefixes, filters, limit)
+                  limit: int = 100, want_raw: bool = True) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """The word channel's ranking (AND, then OR) and the plain OR ranking with raw BM25 scores
+    (always when ``want_raw``; else only if the OR query had to run anyway)."""
+    return _and_then_or(conn, "fts_words", _BM25_WORDS, terms.words, terms.prefixes, filters, limit, want_raw)
 
 
 def _token_pattern(identifier: str, flags: int) -> re.Pattern[str]:

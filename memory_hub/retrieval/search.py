@@ -87,12 +87,13 @@ def check_query(query: str) -> str:
     return query.strip()
 
 
-def lexical_rankings(store: Store, terms: QueryTerms, filters: Filters, limit: int = CANDIDATES
-                     ) -> tuple[dict[str, list[tuple[int, float]]], list[tuple[int, float]]]:
+def lexical_rankings(store: Store, terms: QueryTerms, filters: Filters, limit: int = CANDIDATES,
+                     want_raw: bool = True) -> tuple[dict[str, list[tuple[int, float]]], list[tuple[int, float]]]:
     """Both lexical channels, each as [(note id, score)] best first, and the raw BM25 ranking
-    (plain OR over the word table) that score calibration reads."""
+    (plain OR over the word table) that score calibration reads — fetched only when ``want_raw``
+    (a lexical-only search has nothing to calibrate against)."""
     conn = store.conn
-    words, bm25 = lexical.word_rankings(conn, terms, filters, limit)
+    words, bm25 = lexical.word_rankings(conn, terms, filters, limit, want_raw)
     return {"trigram": lexical.search_trigram(conn, terms, filters, limit), "words": words}, bm25
 
 
@@ -302,7 +303,7 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
     raw: dict[str, list[tuple[int, float]]] = {}  # raw scores for calibration
     best_chunk: dict[int, tuple[int, int, str]] = {}
     if plan.lexical and not terms.empty:
-        lexical_channels, raw["bm25"] = lexical_rankings(store, terms, filters)
+        lexical_channels, raw["bm25"] = lexical_rankings(store, terms, filters, want_raw=plan.vectors and calibrated)
         channels.update(lexical_channels)
     pinned = pinned_identifiers(terms)
     exact = lexical.exact_matches(store.conn, pinned, filters) if pinned else []
