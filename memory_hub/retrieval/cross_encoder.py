@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..index.embed.base import as_text_list, clean_text, length_sorted_batches
+from ..index.embed.base import as_text_list, clean_text, length_sorted_batches, pad_rows
 from ..index.embed.onnx_backend import session_options
 from .rerank import RERANK_DEPTH, RerankerError
 
@@ -171,19 +171,12 @@ class CrossEncoderReranker:
 
     # -- scoring --------------------------------------------------------------------------------
     def _feeds(self, pairs: list[Pair]) -> dict[str, np.ndarray]:
-        width = max(len(p.ids) for p in pairs)
-        ids = np.full((len(pairs), width), self._pad_id, dtype=np.int64)
-        types = np.zeros((len(pairs), width), dtype=np.int64)
-        mask = np.zeros((len(pairs), width), dtype=np.int64)
-        for r, p in enumerate(pairs):
-            ids[r, : len(p.ids)] = p.ids
-            types[r, : len(p.ids)] = p.type_ids
-            mask[r, : len(p.ids)] = 1
+        ids, mask = pad_rows([p.ids for p in pairs], self._pad_id)
         feeds = {"input_ids": ids}
         if "attention_mask" in self._inputs:
             feeds["attention_mask"] = mask
         if "token_type_ids" in self._inputs:
-            feeds["token_type_ids"] = types
+            feeds["token_type_ids"] = pad_rows([p.type_ids for p in pairs], 0)[0]
         return feeds
 
     def _activate(self, logits: np.ndarray) -> np.ndarray:

@@ -144,6 +144,17 @@ def length_sorted_batches(
 _logged: set[str] = set()
 
 
+def pad_rows(rows: Sequence[Sequence[int]], fill: int) -> tuple[np.ndarray, np.ndarray]:
+    """Token rows → (an int64 matrix padded with ``fill`` to the longest row, its attention mask)."""
+    width = max(len(r) for r in rows)
+    ids = np.full((len(rows), width), fill, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+        mask[i, : len(row)] = 1
+    return ids, mask
+
+
 def log_once(msg: str) -> None:
     """One informational line on stderr per distinct message (backend choice, fallbacks)."""
     if msg in _logged:

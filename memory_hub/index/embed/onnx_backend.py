@@ -28,6 +28,7 @@ from .base import (
     l2_normalize,
     length_sorted_batches,
     log_once,
+    pad_rows,
 )
 
 REQUIRED_FILES = ("model.onnx", "tokenizer.json")
@@ -346,12 +347,8 @@ class OnnxEmbedder:
         return out
 
     def _feeds(self, encs: list[_Enc]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        width = max(len(e.ids) for e in encs)
-        ids = np.full((len(encs), width), self._pad_id, dtype=np.int64)
-        mask = np.zeros((len(encs), width), dtype=np.int64)
-        for r, e in enumerate(encs):
-            ids[r, : len(e.ids)] = e.ids
-            mask[r, : len(e.ids)] = 1
+        ids, mask = pad_rows([e.ids for e in encs], self._pad_id)
+        width = ids.shape[1]
         feeds = {"input_ids": ids}
         if "attention_mask" in self._inputs:
             feeds["attention_mask"] = mask
