@@ -48,10 +48,14 @@ def detect_settings(src: Path) -> dict[str, Any]:
     else:
         pooling = "mean"
     prompts = _read_json(src / "config_sentence_transformers.json").get("prompts") or {}
+    # sentence-transformers truncates at max_seq_length (256 for all-MiniLM-L6-v2), not at the
+    # position table's 512: serving longer inputs than it did gives different vectors.
+    seq_len = _read_json(src / "sentence_bert_config.json").get("max_seq_length")
     return {
         "pooling": pooling,
         "query_prefix": prompts.get("query", ""),
         "passage_prefix": prompts.get("passage", prompts.get("document", "")),
+        "max_seq_length": int(seq_len) if isinstance(seq_len, int) and seq_len > 0 else None,
     }
 
 
@@ -138,6 +142,8 @@ def export(
         if getattr(cfg, "model_type", "") in ("xlm-roberta", "roberta", "camembert"):
             max_pos -= 2
         limit = min(max_pos, int(getattr(tok, "model_max_length", max_pos) or max_pos), 8192)
+        if detected["max_seq_length"]:
+            limit = min(limit, detected["max_seq_length"])
         digest = hashlib.sha256(final.read_bytes()).hexdigest()[:12]
         manifest = {
             "format": "memory-hub-embed-model/1",
@@ -181,7 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         "--query-prefix", help='e.g. "query: " for e5 models (default: sentence-transformers prompts)'
     )
     ap.add_argument("--passage-prefix", help='e.g. "passage: " for e5 models')
-    ap.add_argument("--max-tokens", type=int, help="truncation length (default: the model's limit)")
+    ap.add_argument(
+        "--max-tokens",
+        type=int,
+        help="truncation length (default: sentence_bert_config.json max_seq_length, else the model's limit)",
+    )
     ap.add_argument("--no-quantize", action="store_true", help="keep fp32 weights")
     ap.add_argument("--opset", type=int, default=17)
     a = ap.parse_args(argv)

@@ -323,7 +323,11 @@ def test_export_hf_settings_without_torch(tmp_path):
         "pooling": "cls",
         "query_prefix": "q: ",
         "passage_prefix": "d: ",
+        "max_seq_length": None,
     }
+    # sentence-transformers truncates at max_seq_length, so the export must too (all-MiniLM-L6-v2: 256)
+    (tmp_path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 256}))
+    assert export_hf.detect_settings(tmp_path)["max_seq_length"] == 256
 
 
 # ----------------------------------------------------------------------------- lean tokenizer
