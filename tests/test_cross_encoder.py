@@ -290,6 +290,11 @@ def test_quantize_only_export_serves(tiny: Path, tmp_path: Path) -> None:
     fp = np.array(CrossEncoderReranker(tiny).rerank("database failover", DOCS))
     got = np.array(q8.rerank("database failover", DOCS))
     assert np.abs(got - fp).max() < 0.1 and not np.array_equal(got, fp)
+    # INT8 scales activations per batch: by default each pair runs alone, so its score is its own
+    alone = [q8.rerank("database failover", [d])[0] for d in DOCS]
+    assert got.tolist() == alone
+    batched = CrossEncoderReranker(out, batch=len(DOCS)).rerank("database failover", DOCS)
+    assert batched != alone  # what batching would have done to the same pairs
     subprocess.run([sys.executable, str(REPO / "models" / "export_cross_encoder.py"), "--help"],
                    check=True, capture_output=True)
 

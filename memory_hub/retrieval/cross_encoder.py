@@ -29,10 +29,12 @@ from ..index.embed.onnx_backend import session_options
 from .rerank import RERANK_DEPTH, RerankerError
 
 MAX_LENGTH = 512
-# Pairs per onnxruntime call, and padded tokens per call. Batches are length-sorted so padding
-# stays small; on CPU, larger batches measured slower (cache misses), not faster: a MiniLM-L6-sized
-# INT8 model took 876/896/1062/1350 ms CPU for 20 pairs of 256 tokens at batch 1/4/8/20.
-BATCH = 4
+# Pairs per onnxruntime call, and padded tokens per call. One pair per call by default: dynamic
+# INT8 quantizes activations per batch tensor, so a pair's score would move with its batch-mates
+# and their padding (up to 0.087 in sigmoid score on an exported random BERT), and on CPU larger
+# batches measured slower, not faster: a MiniLM-L6-sized INT8 model took 876/896/1062/1350 ms CPU
+# for 20 pairs of 256 tokens at batch 1/4/8/20. A manifest's ``batch`` overrides it.
+BATCH = 1
 BATCH_TOKENS = 1024
 ACTIVATIONS = ("sigmoid", "softmax", "none")
 
