@@ -108,10 +108,13 @@ def cmd_search(args: argparse.Namespace) -> int:
             "results": [h.as_dict(explain=args.explain) for h in result.hits],
             "timings_ms": result.timings_ms,
             "warnings": result.warnings,
+            **({"vector_query": result.vector_query} if args.explain and result.vector_query else {}),
         })
         return 0
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    if args.explain and result.vector_query and result.vector_query != result.query:
+        print(f"vector query: {result.vector_query}  (terms found in nearly every note in scope left out)")
     if not result.hits:
         print("no results")
         return 0

