@@ -11,6 +11,7 @@ The core commands' ``--json`` shapes (keys may be added, never renamed or remove
                seconds: float, interrupted: bool} (+ the vector step's keys unless --no-vectors)
 * ``search``: {query, results: [{path, title, description, kind, date, score, snippet, tags, exact}
                (+ channels, calibration, graph, rerank with --explain)], timings_ms: {stage: ms}, warnings: [str]}
+               (+ vector_query with --explain: what the embedder was asked)
 * ``links``:  {note, title, backlinks: int, links: [{target, kind, heading, block, alias, line,
                target_path (null when dangling)}], neighbours: [{path, title, hops, direction, via}]}
 * ``status``: {vault, index, notes, attachments, kinds: {kind: n}, ranked_notes, links, dangling_links,
