@@ -435,3 +435,15 @@ def test_sentencepiece_ids_without_offsets_are_the_same_ids(onnx_emb):
         assert sp.encode_ids(text) == ids, repr(text[:60])
         assert sp.count(text) == len(ids), repr(text[:60])
     assert unk  # the merged-<unk> path is exercised
+
+
+def test_folder_without_manifest_keeps_sentence_transformers_window(tmp_path):
+    """A raw sentence-transformers folder (no manifest.json) is cut where sentence-transformers cuts."""
+    from memory_hub.index.embed.onnx_backend import resolve_folder_settings
+
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 512, "hidden_size": 384}))
+    assert resolve_folder_settings(tmp_path)["max_tokens"] == 512
+    (tmp_path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 256}))
+    assert resolve_folder_settings(tmp_path)["max_tokens"] == 256
+    (tmp_path / "manifest.json").write_text(json.dumps({"max_tokens": 128}))  # a manifest still wins
+    assert resolve_folder_settings(tmp_path)["max_tokens"] == 128

@@ -109,6 +109,12 @@ def resolve_folder_settings(folder: Path) -> dict[str, Any]:
     max_pos = hf_cfg.get("max_position_embeddings")
     if isinstance(max_pos, int) and hf_cfg.get("model_type") in ("xlm-roberta", "roberta", "camembert"):
         max_pos -= 2  # RoBERTa-family position tables reserve two slots
+    # sentence-transformers cuts texts at max_seq_length (256 for all-MiniLM-L6-v2), often below the
+    # position table; a longer window would give texts past it vectors the model never made
+    st_len = (_read_json(folder / "sentence_bert_config.json") if (folder / "sentence_bert_config.json").exists()
+              else {}).get("max_seq_length")
+    if isinstance(st_len, int) and st_len > 0:
+        max_pos = min(int(max_pos or st_len), st_len)
     settings: dict[str, Any] = {
         "model": manifest.get("model") or hf_cfg.get("_name_or_path") or folder.name,
         "version": manifest.get("version"),
