@@ -232,3 +232,18 @@ def test_without_terms(query: str, drop: list[str], expected: str) -> None:
     from memory_hub.index.terms import without_terms
 
     assert without_terms(query, drop) == expected
+
+
+def test_bare_terms_drop_possessives_once() -> None:
+    from memory_hub.index.terms import analyze_query, bare_terms
+
+    assert bare_terms(analyze_query("Caroline's dog and Caroline’s cat, Caroline").all_terms) == ["Caroline", "dog", "cat"]
+    # both apostrophes search as the bare word, in both lexical tables
+    for query in ("Caroline's cat", "Caroline’s cat"):
+        terms = analyze_query(query)
+        assert (terms.words, terms.trigram) == (["caroline", "cat"], ["Caroline", "cat"])
+
+
+def test_a_curly_possessive_finds_a_straight_one(tvault) -> None:
+    _, store = tvault
+    assert paths(store, "Go’s conventions")[:1] == paths(store, "Go's conventions")[:1] == ["go-service-conventions.md"]

@@ -192,7 +192,7 @@ def word_rankings(conn: sqlite3.Connection, terms: QueryTerms, filters: Filters 
 
 
 # A search narrowed to a scope (a folder, a tag, a kind) has already said what that scope is about,
-# so a query term found in nearly every note of the scope, and rare outside it, adds nothing there:
+# so a query term found in nearly every note of the scope adds nothing there:
 # the speakers' names in a folder of transcripts, a project's name in its own folder. BM25's IDF
 # already shrinks such a term, but an embedding does not: "What did Caroline paint?" lands near
 # every note that talks about Caroline. Asked without those names, e5 over LoCoMo's conversations

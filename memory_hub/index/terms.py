@@ -28,7 +28,11 @@ _CJK_CLASS = f"[{HAN}{KATAKANA}{HIRAGANA}{HANGUL}]"
 _CJK_RUN = re.compile(f"{_CJK_CLASS}+")
 _SCRIPT_RUN = re.compile(f"[{HAN}]+|[{KATAKANA}]+|[{HIRAGANA}]+|[{HANGUL}]+")
 # A Latin/digit token; inner `_ - . : / # + @` are kept so identifiers stay whole.
-_WORD = re.compile(r"[^\W_]+(?:[_\-.:/#+@'][^\W_]+)*_*|_+[^\W_]+(?:[_\-.:/#+@][^\W_]+)*", re.UNICODE)
+# ' and ’ both join a word (Caroline's, Caroline’s: phones and word processors type the second)
+_WORD = re.compile(r"[^\W_]+(?:[_\-.:/#+@'’][^\W_]+)*_*|_+[^\W_]+(?:[_\-.:/#+@][^\W_]+)*", re.UNICODE)
+
+_POSSESSIVE_S = r"['’]s"  # an English possessive's ending
+_POSSESSIVE = re.compile(_POSSESSIVE_S + "$", re.IGNORECASE)
 
 STOPWORDS = frozenset(
     """a an and are as at be been but by can could did do does for from had has have how i if in
@@ -155,10 +159,13 @@ def analyze_query(query: str) -> QueryTerms:
         terms.all_terms.append(tok)
         if is_identifier(tok):
             terms.identifiers.append(tok)
-        if len(tok) >= 3:
-            terms.trigram.append(tok)
+        # a possessive searches as its word: "Caroline" matches Caroline's and Caroline’s alike, and
+        # the word table's lone "s" is in nearly every English note (it would only narrow AND)
+        bare = _POSSESSIVE.sub("", tok) or tok
+        if len(bare) >= 3:
+            terms.trigram.append(bare)
         # the word table splits on punctuation other than '_'; give it the parts
-        for part in re.split(r"[^\w]+|_(?=\W)", tok):
+        for part in re.split(r"[^\w]+|_(?=\W)", bare):
             if part:
                 terms.words.append(part.lower())
     runs = [m.group(0) for m in _SCRIPT_RUN.finditer(text)]
@@ -187,6 +194,11 @@ def analyze_query(query: str) -> QueryTerms:
     return terms
 
 
+def bare_terms(terms: Sequence[str]) -> list[str]:
+    """Surface terms without an English possessive (``Caroline's`` → ``Caroline``), deduplicated."""
+    return list(dict.fromkeys(_POSSESSIVE.sub("", t) for t in terms))
+
+
 def without_terms(query: str, drop: Sequence[str]) -> str:
     """``query`` with every occurrence of the ``drop`` terms taken out (an English possessive
     with it: ``Caroline's``), for the embedder. A query that would be left with no words is
@@ -196,7 +208,8 @@ def without_terms(query: str, drop: Sequence[str]) -> str:
         if _CJK_RUN.search(term):
             text = text.replace(term, " ")
         else:
-            text = re.sub(r"(?<!\w)" + re.escape(term) + r"(?:['’]s)?(?!\w)", " ", text, flags=re.IGNORECASE)
+            pattern = rf"(?<!\w){re.escape(term)}(?:{_POSSESSIVE_S})?(?!\w)"
+            text = re.sub(pattern, " ", text, flags=re.IGNORECASE)
     text = re.sub(r"\s+", " ", text).strip()
     text = re.sub(r"\s+([?!.,;:])", r"\1", text)
     return text if re.search(r"\w", text) else query

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 from ..index import graph, lexical
 from ..index.lexical import Filters
 from ..index.store import Store
-from ..index.terms import QueryTerms, analyze_query, is_strong_identifier, normalize, without_terms
+from ..index.terms import (
+    QueryTerms,
+    analyze_query,
+    bare_terms,
+    is_strong_identifier,
+    normalize,
+    without_terms,
+)
 from ..vault.markdown import plain_text
 from . import fusion
 from .calibrate import HEAD as CALIBRATION_HEAD
@@ -79,13 +86,6 @@ class SearchResult:
     warnings: list[str] = field(default_factory=list)
     vector_query: str | None = None  # what the embedder was asked, when the vector channel ran
 
-
-def _bare_terms(terms: list[str]) -> list[str]:
-    """Surface terms without an English possessive (``Caroline's`` → ``Caroline``), deduplicated."""
-    return list(dict.fromkeys(_POSSESSIVE.sub("", t) for t in terms))
-
-
-_POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
 
 
 def check_query(query: str) -> str:
@@ -324,7 +324,7 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
             result.warnings.append("no vectors for this vault yet (run `memory-hub index`); vector channel skipped")
         else:
             # terms in nearly every note in scope only blur the query's vector (lexical.ubiquitous_terms)
-            common = lexical.ubiquitous_terms(store.conn, _bare_terms(terms.all_terms), filters)
+            common = lexical.ubiquitous_terms(store.conn, bare_terms(terms.all_terms), filters)
             result.vector_query = without_terms(query, common) if common else query
             timings["common_terms"] = (time.perf_counter() - t1) * 1000
             t1 = time.perf_counter()
