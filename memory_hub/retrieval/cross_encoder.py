@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..index.embed.base import as_text_list, clean_text, length_sorted_batches, pad_rows
-from ..index.embed.onnx_backend import session_options
+from ..index.embed.base import as_text_list, clean_text, cpu_count, length_sorted_batches, pad_rows
+from ..index.embed.onnx_backend import SideBySide, session_options
 from .rerank import RERANK_DEPTH, RerankerError
 
 MAX_LENGTH = 512
@@ -127,8 +127,12 @@ class CrossEncoderReranker:
         pad = next((tok.token_to_id(t) for t in ("[PAD]", "<pad>") if tok.token_to_id(t) is not None), 0)
         self._pad_id = int(pad)
 
+        # One pair per call (the default) runs pairs side by side, one per core, like the embedder;
+        # larger batches split each call across the cores instead.
+        threads = num_threads or cpu_count()
+        self._side = SideBySide(threads if self.batch == 1 else 1, "memory-hub-rerank")
         # Query-sized batches vary in shape, so the arena and memory patterns only hold on to memory.
-        so = session_options(num_threads, spin=False, arena=False)
+        so = session_options(max(1, threads // self._side.workers), spin=False, arena=False)
         try:
             self._sess = ort.InferenceSession(str(folder / "model.onnx"), sess_options=so,
                                               providers=["CPUExecutionProvider"])
@@ -197,6 +201,11 @@ class CrossEncoderReranker:
         """Raw model outputs, (n_docs, n_labels), in input order."""
         items = as_text_list(docs)
         pairs = self._encode_pairs(clean_text(query), items)
+        if self.batch == 1 and pairs:
+            def one(pair: Pair) -> np.ndarray:
+                return np.asarray(self._sess.run([self._output], self._feeds([pair]))[0]).reshape(-1)
+
+            return np.stack(self._side.map(one, pairs, [len(p.ids) for p in pairs])).astype(np.float32)
         out: np.ndarray | None = None
         for idx in length_sorted_batches([len(p.ids) for p in pairs], self.batch, BATCH_TOKENS):
             got = np.asarray(self._sess.run([self._output], self._feeds([pairs[i] for i in idx]))[0])

@@ -12,9 +12,9 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -55,6 +55,43 @@ def session_options(num_threads: int | None = None, *, spin: bool = False, arena
     so.enable_cpu_mem_arena = arena
     so.enable_mem_pattern = arena
     return so
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class SideBySide:
+    """Run one-item onnxruntime calls ``workers`` at a time over one session.
+
+    Dynamic-INT8 models run one item per call (a batch would change each item's numbers), and one
+    short item is too small a job to split across cores: each operator wakes the other thread and
+    waits for it. So items run side by side instead, each on one core, from a small thread pool
+    (onnxruntime's ``run`` is thread-safe and releases the GIL): the same one-item calls, so the
+    same numbers. Longest first, so the last to finish are short ones and no core idles long.
+    """
+
+    def __init__(self, workers: int, name: str) -> None:
+        self.workers = max(1, workers)
+        self._name = name
+        self._executor: Any = None
+        self._lock = threading.Lock()
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T], sizes: Sequence[int]) -> list[R]:
+        """``[fn(x) for x in items]``, in input order."""
+        if self.workers == 1 or len(items) <= 1:
+            return [fn(x) for x in items]
+        if self._executor is None:
+            with self._lock:
+                if self._executor is None:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix=self._name)
+        order = sorted(range(len(items)), key=lambda i: -sizes[i])
+        out: list[Any] = [None] * len(items)
+        for i, res in zip(order, self._executor.map(lambda i: fn(items[i]), order), strict=True):
+            out[i] = res
+        return out
+
 
 class _Enc(NamedTuple):
     ids: list[int]
@@ -256,11 +293,9 @@ class OnnxEmbedder:
     patterns; on only when texts run side by side (see ``workers``), ``$MEMORY_HUB_ORT_ARENA=0/1``
     forces them off/on.
 
-    ``workers``: a model that is not batch-invariant runs one text per call, and one short text
-    is too small a job to split across cores (each operator wakes the other thread and waits for
-    it). So such a model runs ``workers`` texts at once, each on one core, from a small thread pool
-    over the one session (onnxruntime's ``run`` is thread-safe and releases the GIL): the same
-    one-text calls, so the same vectors. Default: one per core (``$MEMORY_HUB_EMBED_WORKERS``).
+    ``workers``: a model that is not batch-invariant runs one text per call, ``workers`` texts
+    side by side (``SideBySide``), so the same vectors. Default: one per core
+    (``$MEMORY_HUB_EMBED_WORKERS``).
     """
 
     def __init__(
@@ -295,8 +330,7 @@ class OnnxEmbedder:
             workers = int(env_workers) if env_workers.isdigit() else threads
         # texts side by side only when each call takes one text; the cores are split between them
         self._workers = max(1, min(workers, threads)) if self._max_batch == 1 else 1
-        self._executor: Any = None
-        self._pool_lock = threading.Lock()
+        self._side = SideBySide(self._workers, "memory-hub-embed")
 
         self._tok = _load_tokenizer(folder, tokenizer or os.environ.get("MEMORY_HUB_TOKENIZER") or "auto")
         self._pad_id = self._tok.pad_id
@@ -373,20 +407,7 @@ class OnnxEmbedder:
         def one(e: _Enc) -> np.ndarray:
             return self._sess.run([output], self._feeds([e])[0])[0][0]
 
-        if self._workers == 1 or len(encs) == 1:
-            return [one(e) for e in encs]
-        if self._executor is None:
-            with self._pool_lock:
-                if self._executor is None:
-                    from concurrent.futures import ThreadPoolExecutor
-
-                    self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="memory-hub-embed")
-        # longest first, so the last texts to finish are short ones and no core idles long
-        order = sorted(range(len(encs)), key=lambda i: -len(encs[i].ids))
-        out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(encs)
-        for i, res in zip(order, self._executor.map(lambda i: one(encs[i]), order), strict=True):
-            out[i] = res
-        return out
+        return self._side.map(one, encs, [len(e.ids) for e in encs])
 
     def _pool(self, states: np.ndarray, mask: np.ndarray) -> np.ndarray:
         if self._pooling == "cls":
