@@ -22,12 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..vault.notes import Note
-from .terms import QueryTerms, cjk_bigrams, match_expression, normalize, quote, words_text
+from .terms import QueryTerms, has_cjk, match_expression, normalize, quote, word_phrase, words_text
 
 WEIGHTS = (10.0, 8.0, 5.0, 3.0, 1.0)
 _BM25_TRIGRAM = "bm25(fts_trigram, {})".format(", ".join(str(w) for w in WEIGHTS))
 _BM25_WORDS = "bm25(fts_words, {})".format(", ".join(str(w) for w in WEIGHTS))
-
 
 
 def _columns(note: Note) -> tuple[str, str, str, str, str]:
@@ -169,13 +168,12 @@ def _common_word(conn: sqlite3.Connection, term: str) -> bool:
     inside ``authentication``), and CJK runs, still go to the trigram table. The check reads at
     most COMMON_WORD_NOTES row ids from one posting list.
     """
-    if _CJK.search(term):
+    if has_cjk(term):
         return False
     sql = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
     return conn.execute(sql, (quote(term), COMMON_WORD_NOTES)).fetchone()[0] >= COMMON_WORD_NOTES
 
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 
 
 def search_words(conn: sqlite3.Connection, terms: QueryTerms, filters: Filters = NO_FILTERS,
@@ -227,21 +225,11 @@ def ubiquitous_terms(conn: sqlite3.Connection, terms: Sequence[str], filters: Fi
     in_vault = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
     found = []
     for term in terms:
-        phrase = _word_phrase(term)
+        phrase = word_phrase(term)
         if (phrase and conn.execute(in_scope, (phrase, *params, need)).fetchone()[0] >= need
                 and conn.execute(in_vault, (phrase, too_common)).fetchone()[0] < too_common):
             found.append(term)
     return found
-
-
-def _word_phrase(term: str) -> str:
-    """``term`` as one FTS5 phrase over the word table: lower-cased words, or a CJK run's bigrams
-    (they match inside longer runs). Empty for a lone CJK character, which says too little."""
-    term = normalize(term).strip().lower()
-    if _CJK.search(term):
-        grams = [g for run in re.findall(r"\S+", term) if len(run) > 1 for g in cjk_bigrams(run)]
-        return quote(" ".join(grams)) if grams else ""
-    return quote(term) if term else ""
 
 
 def _token_pattern(identifier: str, flags: int) -> re.Pattern[str]:

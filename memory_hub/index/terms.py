@@ -58,6 +58,11 @@ def is_cjk(text: str) -> bool:
     return bool(_CJK_RUN.fullmatch(text))
 
 
+def has_cjk(text: str) -> bool:
+    """Whether ``text`` contains any character of a script written without spaces."""
+    return bool(_CJK_RUN.search(text))
+
+
 def cjk_bigrams(run: str) -> list[str]:
     if len(run) == 1:
         return [run]
@@ -205,7 +210,7 @@ def without_terms(query: str, drop: Sequence[str]) -> str:
     returned as it was."""
     text = normalize(query)
     for term in drop:
-        if _CJK_RUN.search(term):
+        if has_cjk(term):
             text = text.replace(term, " ")
         else:
             pattern = rf"(?<!\w){re.escape(term)}(?:{_POSSESSIVE_S})?(?!\w)"
@@ -218,6 +223,16 @@ def without_terms(query: str, drop: Sequence[str]) -> str:
 def quote(term: str) -> str:
     """An FTS5 string literal: the term can never be read as syntax."""
     return '"' + term.replace('"', '""') + '"'
+
+
+def word_phrase(term: str) -> str:
+    """``term`` as one FTS5 phrase over the word table: lower-cased words, or a CJK run's bigrams
+    (they match inside longer runs). Empty for a lone CJK character, which says too little."""
+    term = normalize(term).strip().lower()
+    if has_cjk(term):
+        grams = [g for run in re.findall(r"\S+", term) if len(run) > 1 for g in cjk_bigrams(run)]
+        return quote(" ".join(grams)) if grams else ""
+    return quote(term) if term else ""
 
 
 def match_expression(terms: list[str], op: str, prefixes: list[str] = ()) -> str:
