@@ -2,9 +2,9 @@
 
 Stages: analyse the query → channels (trigram BM25, word/bigram BM25, chunk vectors scored per note
 by its best chunks; the embedder is asked the query without the words a filtered scope has in
-nearly every note, ``lexical.ubiquitous_terms``) → fuse with RRF (k=60) → calibrate the head of that order by the channels' raw
-scores (``calibrate.py``) → graph expansion (1–2 hop wikilink neighbours of the top
-hits join with a decayed score) → rerank (blended by position) → top k. Notes that contain every
+nearly every note, ``lexical.ubiquitous_terms``) → fuse with RRF (k=60) → calibrate the head of
+that order by the channels' raw scores (``calibrate.py``) → graph expansion (1–2 hop wikilink
+neighbours of the top hits join with a decayed score) → rerank (blended by position) → top k. Notes that contain every
 exact identifier of the query (``ERR_042``, ``partner-api``) are pinned on top after every stage.
 
 Modes pick the stages: ``lexical``, ``vector``, ``hybrid``, ``hybrid+graph``, ``hybrid+rerank``,
@@ -86,7 +86,6 @@ class SearchResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     vector_query: str | None = None  # what the embedder was asked, when the vector channel ran
-
 
 
 def check_query(query: str) -> str:

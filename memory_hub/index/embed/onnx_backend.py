@@ -36,7 +36,6 @@ SENTENCE_OUTPUT = "sentence_embedding"
 TOKEN_OUTPUTS = ("last_hidden_state", "token_embeddings")
 
 
-
 def session_options(num_threads: int | None = None, *, spin: bool = False, arena: bool = False) -> Any:
     """CPU session options shared by every ONNX model Memory Hub runs (embedders, cross-encoders).
 
@@ -55,6 +54,7 @@ def session_options(num_threads: int | None = None, *, spin: bool = False, arena
     so.enable_cpu_mem_arena = arena
     so.enable_mem_pattern = arena
     return so
+
 
 T = TypeVar("T")
 R = TypeVar("R")
