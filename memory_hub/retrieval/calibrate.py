@@ -10,7 +10,7 @@ RRF's score values (permuted), so graph expansion and the rerank stage see the s
 
 Measured on the dev sets (README, "Benchmarks"), re-ordering the top 30 this way raised nDCG@10
 over RRF alone on SciFact (0.706 → 0.724) and JSQuAD (0.945 → 0.950), LoCoMo session recall@5 a
-little (0.896 → 0.898) and LoCoMo turn recall@5 a lot (0.581 → 0.617).
+little (0.905 → 0.908) and LoCoMo turn recall@5 more (0.587 → 0.615).
 
 Channels used, with weights: ``bm25`` (the word table's plain OR ranking, raw BM25 — the AND-first
 ranking RRF uses flattens the scores of OR-only matches) 0.6 and ``vectors`` (best-chunk cosine)
