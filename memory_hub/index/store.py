@@ -75,9 +75,11 @@ CREATE TABLE IF NOT EXISTS links (
 {LINK_INDEXES}
 -- Files the last sync could not index, with the reason (broken YAML is a problem on an indexed note).
 CREATE TABLE IF NOT EXISTS problems (
-    path    TEXT NOT NULL,
-    problem TEXT NOT NULL,
-    at      REAL NOT NULL
+    path     TEXT NOT NULL,
+    problem  TEXT NOT NULL,
+    at       REAL NOT NULL,
+    mtime_ns INTEGER,  -- a file skipped unread: its stat then (unchanged → not a pending change)
+    size     INTEGER
 );
 CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
 """
@@ -116,9 +118,19 @@ class Store:
             with self.writer():
                 conn.executescript(SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        elif conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'links_in'").fetchone() is None:
+        else:
+            self._upgrade(conn)
+
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        """Bring an index made by an older version up to this schema, in place."""
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'links_in'").fetchone() is None:
             with self.writer():  # an index made before the covering link indexes existed
                 conn.executescript(LINK_INDEXES)
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(problems)")}
+        if "mtime_ns" not in columns:
+            with self.writer():  # an index made before skipped files kept their stat
+                conn.execute("ALTER TABLE problems ADD COLUMN mtime_ns INTEGER")
+                conn.execute("ALTER TABLE problems ADD COLUMN size INTEGER")
 
     @property
     def conn(self) -> sqlite3.Connection:
