@@ -16,6 +16,7 @@ from pathlib import Path
 from ..config import INDEX_DIRNAME, index_dir
 from ..locks import is_locked
 from ..vault.git import GitError, ensure_gitignore, is_repo, run_git
+from ..vault.safe_io import OutsideVault
 
 _IN_PROGRESS = {
     "MERGE_HEAD": "a merge", "REBASE_HEAD": "a rebase", "rebase-merge": "a rebase", "rebase-apply": "a rebase or am",
@@ -136,7 +137,10 @@ def autocommit(vault: Path, message: str | None = None, lock_wait_s: float = 5.0
         if time.monotonic() > deadline:
             return CommitReport(False, skipped="another git process holds index.lock; try again later")
         time.sleep(0.1)
-    notes = ensure_index_ignored(vault)
+    try:
+        notes = ensure_index_ignored(vault)
+    except (OutsideVault, GitError) as exc:  # e.g. a .gitignore symlinked outside the vault
+        raise AutocommitError(f"not committing: {exc}") from None
     try:
         run_git(vault, "add", "-A", "--", ".")
         added, modified, deleted, renamed = _staged(vault)

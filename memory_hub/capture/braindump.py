@@ -18,7 +18,7 @@ from pathlib import Path
 from ..config import db_path
 from ..vault.frontmatter import set_fields
 from ..vault.notes import CAPTURE, KINDS, TEMPLATE, TRACKER
-from ..vault.walk import OutsideVault
+from ..vault.safe_io import OutsideVault, UnreadableNote
 from ..vault.writer import NoteExists, create_note, unique_note_path
 from . import classify as cls
 from .daily import link_from_daily
@@ -230,7 +230,7 @@ def braindump(vault: Path, text: str, title: str | None = None, kind: str | None
     if link_daily and kind != "daily":
         try:
             daily = link_from_daily(vault, rel, title, today)
-        except (OSError, NoteExists) as exc:
+        except (OSError, NoteExists, OutsideVault, UnreadableNote) as exc:
             warnings.append(f"capture saved, but the daily note was not updated: {exc}")
     return CaptureResult(path=rel, title=title, scope=chosen_scope, kind=kind, tags=tag_list, actions=found.actions,
                          due=due, deadline=deadline, daily=daily,

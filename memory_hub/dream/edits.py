@@ -8,7 +8,6 @@ lines or rewrite link targets; a person's prose is otherwise left as written.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from pathlib import Path
 
 from ..vault.git import run_git
 from ..vault.markdown import mask_code
-from ..vault.walk import safe_path
+from ..vault.safe_io import OutsideVault, UnreadableNote, stat_file, unlink_file
 from ..vault.writer import NoteExists, create_note, replace_note
 
 
@@ -47,21 +46,24 @@ def apply(vault: Path, step: StepResult, message: str) -> str | None:
     """Write the step's edits and commit them as one commit; returns the commit id (None: no change)."""
     touched: list[str] = []
     for edit in step.edits:
-        full = safe_path(vault, edit.path)
         if edit.text is None:
-            if full.exists():
-                if edit.expected_mtime_ns is not None and full.stat().st_mtime_ns != edit.expected_mtime_ns:
+            try:
+                if edit.expected_mtime_ns is not None and stat_file(vault, edit.path).st_mtime_ns != edit.expected_mtime_ns:
                     step.skipped.append(f"{edit.path}: changed on disk meanwhile; not deleted")
                     continue
-                os.unlink(full)
+                unlink_file(vault, edit.path)
                 touched.append(edit.path)
+            except FileNotFoundError:
+                pass
+            except (OutsideVault, UnreadableNote) as exc:
+                step.skipped.append(f"{edit.path}: {exc}")
             continue
         try:
             if edit.create:
                 create_note(vault, edit.path, edit.text)
             else:
                 replace_note(vault, edit.path, edit.text, expected_mtime_ns=edit.expected_mtime_ns)
-        except (NoteExists, FileNotFoundError) as exc:
+        except (NoteExists, FileNotFoundError, OutsideVault, UnreadableNote) as exc:
             step.skipped.append(f"{edit.path}: {exc}")
             continue
         touched.append(edit.path)

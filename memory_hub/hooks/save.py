@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from ..retrieval import session
-from ..vault.walk import safe_path
+from ..vault.safe_io import OutsideVault, safe_path
 from ..vault.writer import NoteExists, create_note, replace_note, unique_note_path
 from .redact import redact
 from .transcript import read_tail, render
@@ -79,14 +79,17 @@ def save_tail(vault: Path, event: dict[str, Any], agent: str = "claude-code") ->
             except (OSError, NoteExists, ValueError):
                 written = None  # edited by a person or gone: leave it, start a new note
         if written is None:
-            for _ in range(5):
-                rel = unique_note_path(vault, FOLDER, f"{agent} session {session_id[:8]}", day)
-                try:
-                    create_note(vault, rel, text)
-                    written, outcome["action"] = rel, "created"
-                    break
-                except NoteExists:
-                    continue
+            try:
+                for _ in range(5):
+                    rel = unique_note_path(vault, FOLDER, f"{agent} session {session_id[:8]}", day)
+                    try:
+                        create_note(vault, rel, text)
+                        written, outcome["action"] = rel, "created"
+                        break
+                    except NoteExists:
+                        continue
+            except (OutsideVault, OSError) as exc:  # e.g. inbox/ is a symlink leading out of the vault
+                outcome["reason"] = f"not saved: {exc}"
         if written:
             full = safe_path(vault, written)
             capture = {"path": written, "mtime_ns": full.stat().st_mtime_ns, "hash": digest}
