@@ -8,14 +8,15 @@ The core commands' ``--json`` shapes (keys may be added, never renamed or remove
 * ``init``:   {vault, outcome: created|adopted, index: <index report>}
 * ``index``:  {added, updated, deleted: [path], renamed: [[old, new]], unchanged: int,
                skipped: [{path, reason}], problems: [{path, problem}], links_resolved: int,
-               seconds: float, interrupted: bool} (+ the vector step's keys unless --no-vectors)
+               usage_events: int, seconds: float, interrupted: bool} (+ the vector step's keys unless --no-vectors)
 * ``search``: {query, results: [{path, title, description, kind, date, score, snippet, tags, exact}
                (+ channels, calibration, graph, rerank with --explain)], timings_ms: {stage: ms}, warnings: [str]}
                (+ vector_query with --explain: what the embedder was asked)
 * ``links``:  {note, title, backlinks: int, links: [{target, kind, heading, block, alias, line,
                target_path (null when dangling)}], neighbours: [{path, title, hops, direction, via}]}
 * ``status``: {vault, index, notes, attachments, kinds: {kind: n}, ranked_notes, links, dangling_links,
-               last_sync, pending_changes, problems: ["path: problem"]}
+               last_sync, pending_changes, problems: ["path: problem"],
+               usage: {events, notes_read, notes_useful, machines, unpublished, unpublished_since, bad_lines}}
 """
 
 from __future__ import annotations
@@ -183,6 +184,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"{key}: {len(value)}")
             for item in value[:20]:
                 print(f"  - {item}")
+        elif isinstance(value, dict) and key == "usage":
+            print(f"{key}: " + ", ".join(f"{k} {v}" for k, v in value.items() if v not in (None, [], 0)))
         else:
             print(f"{key}: {value}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -212,6 +213,8 @@ def test_dream_edits(place, kind: str) -> None:
 
 
 def test_read_hook_ignores_paths_leading_out(place) -> None:
+    from memory_hub.vault import usage
+
     vault, outside = place
     for kind, rel in zip(TRICKS, ("notes/t1.md", "notes/t2.md", "notes/t3.md"), strict=True):
         trick(vault, outside, rel, kind)
@@ -220,5 +223,31 @@ def test_read_hook_ignores_paths_leading_out(place) -> None:
     claude_code.handle({"hook_event_name": "PostToolUse", "tool_name": "Read", "cwd": str(vault),
                         "tool_input": {"file_path": "../outside/secret.md"}}, vault)
     outside_untouched(outside)
-    assert subprocess.run(["git", "status", "--porcelain"], cwd=vault, capture_output=True, text=True).stdout \
-        .replace("?? notes/t1.md\n", "").replace("?? notes/t2.md\n", "").replace("?? notes/t3.md\n", "") == ""
+    assert usage.unpublished(vault)[0] == 0  # nothing counted for paths that lead out
+    claude_code.handle({"hook_event_name": "PostToolUse", "tool_name": "Read", "cwd": str(vault),
+                        "tool_input": {"file_path": "notes/a.md"}}, vault)
+    assert usage.unpublished(vault)[0] == 1  # a real note is
+
+
+@pytest.mark.parametrize("kind", TRICKS)
+def test_usage_log_folder_leading_out(place, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memory_hub.index import usage as folded
+    from memory_hub.index.store import Store
+    from memory_hub.vault import usage
+
+    vault, outside = place
+    shutil.rmtree(vault / ".git")  # no journal: events go to .memory-hub/usage/ directly
+    (vault / ".memory-hub").mkdir()
+    if kind == "loop":
+        (vault / ".memory-hub" / "usage").symlink_to("usage")
+    else:
+        (vault / ".memory-hub" / "usage").symlink_to(outside if kind == "symlink-out" else Path("..", "..", "outside"),
+                                                     target_is_directory=True)
+    (outside / "planted.jsonl").write_text('{"ts": 1, "event": "read", "path": "home.md"}\n', encoding="utf-8")
+    with pytest.raises((OutsideVault, OSError)):
+        usage.record_read(vault, "home.md")
+    store = Store(vault)
+    sync(vault, store=store)
+    assert folded.for_note(store, "home.md") == folded.NONE  # a log outside the vault is not folded
+    (outside / "planted.jsonl").unlink()
+    outside_untouched(outside)

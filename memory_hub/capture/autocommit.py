@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..config import INDEX_DIRNAME, index_dir
 from ..locks import is_locked
+from ..vault import usage
 from ..vault.git import GitError, ensure_gitignore, is_repo, run_git
 from ..vault.safe_io import OutsideVault
 
@@ -114,6 +115,24 @@ def ensure_index_ignored(vault: Path) -> list[str]:
     return fixed
 
 
+USAGE_ALONE_AFTER_S = 86_400
+
+
+def _publish_usage(vault: Path, other_changes: bool) -> tuple[int, str | None]:
+    """Reads recorded since the last commit reach git with the next commit that happens anyway, or
+    in a commit of their own once they are a day old: never one commit per read (vault/usage.py).
+    Returns (events published, why none could be)."""
+    count, oldest = usage.unpublished(vault)
+    if not count or (not other_changes and oldest is not None and time.time() - oldest < USAGE_ALONE_AFTER_S):
+        return 0, None
+    try:
+        moved = usage.publish(vault)
+    except (OutsideVault, OSError) as exc:  # e.g. .memory-hub/usage/ leads outside: the journal stays
+        return 0, f"usage not published: {exc}"
+    run_git(vault, "add", "--", usage.log_place(vault).rel)
+    return moved, None
+
+
 def dream_running(vault: Path) -> bool:
     """Whether a dream pass holds its lock: its edits are committed by the pass itself, step by step."""
     return is_locked(index_dir(vault) / "dream.lock")
@@ -146,6 +165,12 @@ def autocommit(vault: Path, message: str | None = None, lock_wait_s: float = 5.0
         added, modified, deleted, renamed = _staged(vault)
         if any(p.startswith(INDEX_DIRNAME + "/") for p in added + modified):  # belt and braces
             run_git(vault, "rm", "-r", "-q", "--cached", "--", INDEX_DIRNAME)
+            added, modified, deleted, renamed = _staged(vault)
+        published, problem = _publish_usage(vault, bool(added or modified or deleted or renamed))
+        if problem:
+            notes.append(problem)
+        if published:
+            notes.append(f"published {published} usage event(s) to {usage.log_place(vault).rel}")
             added, modified, deleted, renamed = _staged(vault)
         if not (added or modified or deleted or renamed):
             return CommitReport(False, notes=notes)

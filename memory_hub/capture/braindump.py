@@ -118,8 +118,6 @@ def render_capture(*, title: str, description: str, kind: str, scope: str, tags:
         fields["deadline"] = deadline
     if kind == CAPTURE:
         fields["status"] = "inbox"
-    fields["access_count"] = 0
-    fields["useful_count"] = 0
     lines = [f"# {title}", ""]
     lines.append(body.strip())
     lines.append("")

@@ -62,4 +62,13 @@ def status(vault: Path) -> dict[str, Any]:
         "last_sync": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(last))) if last else None,
         "pending_changes": pending_changes(store),
         "problems": [f"{r[0]}: {r[1]}" for r in conn.execute("SELECT path, problem FROM problems ORDER BY path")],
+        "usage": _usage(store, vault),
     }
+
+
+def _usage(store: Store, vault: Path) -> dict[str, Any]:
+    """Usage logs folded so far, and this clone's events not yet published to git."""
+    from ..index import usage
+
+    usage.fold(store, vault, wait=False)
+    return usage.summary(store, vault)

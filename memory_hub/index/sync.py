@@ -31,7 +31,7 @@ from ..vault.walk import (
     safe_path,
     walk,
 )
-from . import graph, lexical
+from . import graph, lexical, usage
 from .store import Store, reset
 
 # Hooks other index stages (vectors, recall) register to hear about changed notes.
@@ -50,6 +50,7 @@ class SyncReport:
     skipped: list[Skipped] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)  # indexed, but with a problem
     links_resolved: int = 0
+    usage_events: int = 0  # usage events folded from the logs by this sync
     seconds: float = 0.0
     interrupted: bool = False
 
@@ -67,6 +68,7 @@ class SyncReport:
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "problems": [{"path": p, "problem": m} for p, m in self.problems],
             "links_resolved": self.links_resolved,
+            "usage_events": self.usage_events,
             "seconds": round(self.seconds, 3),
             "interrupted": self.interrupted,
         }
@@ -214,6 +216,7 @@ def sync(vault: Path, *, rebuild: bool = False, store: Store | None = None, prog
     with store.writer():
         try:
             _sync_locked(vault, store, report, progress, only)
+            _fold_usage(store, vault, report)
         except KeyboardInterrupt:
             report.interrupted = True
         report.seconds = time.monotonic() - started
@@ -223,6 +226,15 @@ def sync(vault: Path, *, rebuild: bool = False, store: Store | None = None, prog
     if report.interrupted:
         raise SyncInterrupted(report)
     return report
+
+
+def _fold_usage(store: Store, vault: Path, report: SyncReport) -> None:
+    """Usage logs (``.memory-hub/usage/``) into the index; a log that cannot be read is reported."""
+    folded = usage.fold(store, vault)
+    report.usage_events = folded.events
+    for where, reason in folded.problems:
+        report.skipped.append(Skipped(where, reason))
+        print(f"warning: {where}: {reason}", file=sys.stderr)
 
 
 class SyncInterrupted(KeyboardInterrupt):

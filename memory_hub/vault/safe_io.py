@@ -180,6 +180,20 @@ def read_bytes_and_stat(vault: Path, rel: str, max_bytes: int = MAX_NOTE_BYTES, 
         os.close(fd)
 
 
+def read_range(vault: Path, rel: str, offset: int, max_bytes: int, *,
+               hidden: bool = False) -> tuple[bytes, os.stat_result]:
+    """Up to ``max_bytes`` from ``offset`` of a regular file, and its stat (for append-only logs
+    read incrementally)."""
+    root, folders, name = _parts(vault, rel, hidden)
+    with _folder(root, folders) as dfd:
+        fd = _open_leaf(name, os.O_RDONLY | os.O_NONBLOCK, dfd)
+    try:
+        st = _check_regular(fd, rel)
+        return os.pread(fd, max(0, min(max_bytes, st.st_size - offset)), offset), st
+    finally:
+        os.close(fd)
+
+
 def read_text(vault: Path, rel: str, max_bytes: int = MAX_NOTE_BYTES, *, hidden: bool = False) -> str:
     """A text file's content as UTF-8 (UnreadableNote for binary or non-UTF-8 content)."""
     return decode_note(read_bytes(vault, rel, max_bytes, hidden=hidden))
