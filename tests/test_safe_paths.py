@@ -74,6 +74,16 @@ def trick(vault: Path, outside: Path, rel: str, kind: str, target: str = "secret
     return rel
 
 
+def trap_folder(vault: Path, outside: Path, rel: str, kind: str) -> None:
+    """Make the folder vault/rel a trap of ``kind`` (leading to ``outside`` itself)."""
+    link = vault / rel
+    if kind == "loop":
+        link.symlink_to(link.name)
+    else:
+        up = Path(*([".."] * len(Path(rel).parts)), "outside")
+        link.symlink_to(outside if kind == "symlink-out" else up, target_is_directory=True)
+
+
 # -- reads ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", TRICKS)
@@ -148,11 +158,7 @@ def test_daily_note_template(place, kind: str) -> None:
 @pytest.mark.parametrize("kind", TRICKS)
 def test_capture_targets(place, kind: str) -> None:
     vault, outside = place
-    if kind == "loop":
-        (vault / "inbox").symlink_to("inbox")
-    else:
-        (vault / "inbox").symlink_to(outside if kind == "symlink-out" else Path("..", "outside"),
-                                     target_is_directory=True)
+    trap_folder(vault, outside, "inbox", kind)
     with pytest.raises(CaptureError):
         braindump(vault, "a capture that must not leave the vault", fetch_urls=False, link_daily=False)
     with pytest.raises(CaptureError):
@@ -166,11 +172,7 @@ def test_capture_targets(place, kind: str) -> None:
 @pytest.mark.parametrize("kind", TRICKS)
 def test_transcript_save_hook(place, tmp_path: Path, kind: str) -> None:
     vault, outside = place
-    if kind == "loop":
-        (vault / "inbox").symlink_to("inbox")
-    else:
-        (vault / "inbox").symlink_to(outside if kind == "symlink-out" else Path("..", "outside"),
-                                     target_is_directory=True)
+    trap_folder(vault, outside, "inbox", kind)
     transcript = tmp_path / "t.jsonl"
     with open(transcript, "w", encoding="utf-8") as fh:
         for i in range(4):
@@ -238,11 +240,7 @@ def test_usage_log_folder_leading_out(place, kind: str, monkeypatch: pytest.Monk
     vault, outside = place
     shutil.rmtree(vault / ".git")  # no journal: events go to .memory-hub/usage/ directly
     (vault / ".memory-hub").mkdir()
-    if kind == "loop":
-        (vault / ".memory-hub" / "usage").symlink_to("usage")
-    else:
-        (vault / ".memory-hub" / "usage").symlink_to(outside if kind == "symlink-out" else Path("..", "..", "outside"),
-                                                     target_is_directory=True)
+    trap_folder(vault, outside, ".memory-hub/usage", kind)
     (outside / "planted.jsonl").write_text('{"ts": 1, "event": "read", "path": "home.md"}\n', encoding="utf-8")
     with pytest.raises((OutsideVault, OSError)):
         usage.record_read(vault, "home.md")
