@@ -60,9 +60,9 @@ def _relative(path: str, from_folder: str) -> str:
     return quote(rel, safe="/._-~()") if " " not in rel else f"<{rel}>"
 
 
-def _relink(corpus: Corpus, source: str, dest: str, text: str) -> tuple[str, set[int]]:
-    """Re-point links for ``dest``'s folder; self-links become text. Also returns the lines that held
-    nothing but a link to ``dest``."""
+def _relink(corpus: Corpus, source: str, dest: str, text: str, dest_title: str = "") -> tuple[str, set[int]]:
+    """Re-point links for ``dest``'s folder; a link to ``dest`` itself becomes its text (its alias, else
+    ``dest_title``). Also returns the lines that held nothing but such a link."""
     masked = mask_code(text)
     out: list[str] = []
     last = 0
@@ -78,7 +78,7 @@ def _relink(corpus: Corpus, source: str, dest: str, text: str) -> tuple[str, set
         resolved = corpus.resolve(target, source, kind)
         alias = (om.group(4) or "").lstrip("\\|") or None
         if resolved == dest:
-            edits.append((m.start(), m.end(), _display(kind, target, alias), True))
+            edits.append((m.start(), m.end(), alias or dest_title or _display(kind, target, None), True))
         elif resolved and corpus.resolve(target, dest, kind) != resolved:
             edits.append((m.start(), m.end(), f"{om.group(1)}[[{corpus.link_to(resolved)}{om.group(3)}"
                                               f"{om.group(4) or ''}]]", False))
@@ -91,7 +91,7 @@ def _relink(corpus: Corpus, source: str, dest: str, text: str) -> tuple[str, set
         if resolved is None:  # an attachment, or a dangling link: keep pointing at the same place
             resolved = posixpath.normpath(posixpath.join(posixpath.dirname(source), path))
         if resolved == dest:
-            edits.append((m.start(), m.end(), m.group(2) or _display(MARKDOWN, path, None), True))
+            edits.append((m.start(), m.end(), m.group(2) or dest_title or _display(MARKDOWN, path, None), True))
             continue
         new_path = _relative(resolved, posixpath.dirname(dest))
         if new_path != text[m.start(3):m.end(3)] or anchor:
@@ -162,14 +162,16 @@ def target_terms(doc: Doc) -> list[set[str]]:
     return [term_set(plain_text(p)) for p in body_paragraphs(doc.note.body)]
 
 
-def carry(corpus: Corpus, doc: Doc, dest: str, have: list[set[str]], limit: int = 1500) -> str:
+def carry(corpus: Corpus, doc: Doc, dest: str, have: list[set[str]], limit: int = 1500, dest_title: str = "") -> str:
     """The part of capture ``doc`` worth carrying into note ``dest`` (see the module docstring).
 
     ``have`` holds the term sets of what ``dest`` already says; the carried paragraphs are added to it,
     so the next capture of the same fold does not repeat them. Returns "" when nothing is new.
     """
     text = _strip_meta(doc.note.body)
-    text, self_lines = _relink(corpus, doc.path, dest, text)
+    if not dest_title and dest in corpus.docs:
+        dest_title = corpus.docs[dest].note.title
+    text, self_lines = _relink(corpus, doc.path, dest, text, dest_title)
     if self_lines:
         text = "\n".join(ln for i, ln in enumerate(text.split("\n")) if i not in self_lines)
     kept: list[str] = []
