@@ -201,3 +201,20 @@ def test_commit_atomically_refuses_on_a_detached_head_and_writes_nothing(tmp_pat
     with pytest.raises(CommitBlocked, match="detached"):
         commit_atomically(vault, [change], "dream: test")
     assert snapshot(vault) == before and pending(vault) == []
+
+
+def test_a_step_whose_file_a_person_saved_meanwhile_is_dropped_whole(tmp_path):
+    from memory_hub.dream.edits import Edit, StepResult, apply
+
+    vault = fold_vault(tmp_path)
+    before, head = snapshot(vault), git(vault, "rev-parse", "HEAD")
+    step = StepResult("promote")
+    for rel in FOLD:  # planned against the files as they are now
+        step.edits.append(Edit(rel, before[rel] + "\nplanned line\n", expected_mtime_ns=(vault / rel).stat().st_mtime_ns))
+    saved = vault / FOLD[2]
+    saved.write_text(before[FOLD[2]] + "\nthe person's line\n", encoding="utf-8")  # saved while the pass planned
+    assert apply(vault, step, "dream: promote captures") is None
+    assert git(vault, "rev-parse", "HEAD") == head
+    assert {rel: (vault / rel).read_text(encoding="utf-8") for rel in FOLD[:2]} == {rel: before[rel] for rel in FOLD[:2]}
+    assert saved.read_text(encoding="utf-8").endswith("the person's line\n")
+    assert any("whole step" in s and FOLD[2] in s for s in step.skipped)

@@ -155,3 +155,16 @@ def test_dream_counts_the_notes_it_left_alone_and_says_why(tmp_path, capsys):
     assert "skipped 2 note(s) it may not write: 1 with uncommitted changes, 1 edited in the last 15 minutes" in text
     assert "not touched (uncommitted): go-style.md" in text
     assert "not touched (edited recently): go-testing.md" in text
+
+
+def test_a_head_detached_during_the_pass_stops_it_before_the_next_commit(tmp_path, monkeypatch):
+    import memory_hub.dream.run as run_mod
+
+    vault = build(tmp_path)
+    git(vault, "checkout", "-q", "--detach")  # as if the person ran `git checkout <sha>` after the pass began
+    monkeypatch.setattr(run_mod, "commit_blocker", lambda _vault: None)  # the start-of-pass check saw a branch
+    before, head = snapshot(vault), git(vault, "rev-parse", "HEAD")
+    report = dream(vault)
+    assert report.commits == [] and "detached" in (report.skipped or "")
+    assert snapshot(vault) == before and git(vault, "rev-parse", "HEAD") == head
+    assert "stopped: HEAD is detached" in report.summary()

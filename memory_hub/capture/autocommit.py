@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..config import INDEX_DIRNAME, index_dir
 from ..locks import file_lock, is_locked
-from ..vault.git import (  # noqa: F401 - git_dir, operation_in_progress: imported from here by older callers
+from ..vault.git import (  # noqa: F401 - operation_in_progress re-exported for callers of its old home
     GitError,
     commit_blocker,
     ensure_gitignore,
