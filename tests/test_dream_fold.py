@@ -43,6 +43,7 @@ FOLD_FILES = {
                            "MaxConnLifetime; writes fail with read-only transaction errors. Tune it as in "
                            "[the pool settings](../pgx-pool-settings.md), see ![pool](../attachments/pool.svg).\n\n"
                            "We need to drop the connection on SQLSTATE 25006 after failover.\n\n"
+                           "From the session transcript [[2026-03-31-session]].\n\n"
                            "## Action items\n\n- [ ] We need to drop the connection on SQLSTATE 25006 after failover.\n\n"
                            "## Related\n\n- [[postgres-failover]]\n"),
     "inbox/pool-2.md": cap("Postgres failover read-only errors from connection pool",
@@ -70,6 +71,7 @@ def test_fold_rewrites_links_drops_meta_and_what_is_known_and_keeps_date_types(t
     assert not [ln for ln in extract_links(fold) if ln.target == "postgres-failover"]
     # capture meta is left out: to-do lines, the Action items section, the capture's own headings
     assert "- [ ]" not in fold and "Action items" not in fold and "\n## Related" not in fold
+    assert "session transcript" not in fold
     assert "## Related" not in text
     assert fold.count("drop the connection on SQLSTATE 25006") == 1  # the sentence, once; not the to-do copy
     # what the target already says is not appended again

@@ -218,3 +218,11 @@ def test_a_step_whose_file_a_person_saved_meanwhile_is_dropped_whole(tmp_path):
     assert {rel: (vault / rel).read_text(encoding="utf-8") for rel in FOLD[:2]} == {rel: before[rel] for rel in FOLD[:2]}
     assert saved.read_text(encoding="utf-8").endswith("the person's line\n")
     assert any("whole step" in s and FOLD[2] in s for s in step.skipped)
+
+
+def test_files_the_recovery_wrote_do_not_count_as_a_person_editing_them(tmp_path):
+    vault = fold_vault(tmp_path)
+    kill_mid_step(vault, "after-first-note", tmp_path)
+    report = run_dream(vault, backend="lexical", use_llm=False, today=TODAY, steps=("promote", "provenance"))
+    assert [r["action"] for r in report.recovered] == ["completed"]
+    assert not set(report.skipped_notes.get("edited_recently", [])) & set(FOLD)

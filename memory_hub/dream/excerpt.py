@@ -10,7 +10,8 @@ cut the target's sections in two. ``carry`` returns the capture's words with
 * links to the target itself turned into their plain text (a line holding nothing but such a link
   is dropped),
 * capture meta left out: the H1, the ``## Action items`` and ``## Source: <url>`` sections a capture
-  gets when it is written, open to-do and ``TODO:`` lines, the capture template's prompts,
+  gets when it is written, open to-do and ``TODO:`` lines, the capture template's prompts, a
+  learning's "From the session transcript" line,
 * paragraphs the target (or an earlier capture of the same fold) already says left out,
 * headings demoted below the fold's own, so the target's sections stay whole.
 
@@ -37,7 +38,7 @@ _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*:")
 _META_SECTION = re.compile(r"(?i)^##[ \t]+(?:action items|source:.*)[ \t]*$")
 _META_LINE = re.compile(
     r"(?i)^[ \t]*(?:[-*+][ \t]+\[[ ]\][ \t].*|[-*+][ \t]*|(?:[-*+][ \t]+)?(?:todo|to-do|fixme)[ \t]*[:：].*"
-    r"|dump it here.*|action items?\b[^.!?]*[:：][ \t]*|process into:.*)$")
+    r"|dump it here.*|action items?\b[^.!?]*[:：][ \t]*|process into:.*|from the session transcript \[\[.*)$")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*)$")
 _NOTHING_ELSE = re.compile(r"[\s\-*+,;:.、。()（）]*")  # what may stand beside a self-link on a line it alone fills
 

@@ -101,7 +101,9 @@ class DreamReport:
     def as_dict(self) -> dict[str, object]:
         return {"dry_run": self.dry_run, "backend": self.backend, "cluster_method": self.cluster_method,
                 "summary": self.summary(), "skipped": self.skipped, "gate": self.gate,
-                "skipped_notes": {k: {"count": len(v), "paths": v} for k, v in self.skipped_notes.items()},
+                "skipped_notes": {k: {"count": len(v), "paths": v[:SKIPPED_PATHS_SHOWN]}
+                                  | ({"more": len(v) - SKIPPED_PATHS_SHOWN} if len(v) > SKIPPED_PATHS_SHOWN else {})
+                                  for k, v in self.skipped_notes.items()},
                 "recovered": self.recovered, "rejected": self.rejected,
                 "steps": [s.as_dict() for s in self.steps], "commits": self.commits,
                 "warnings": self.warnings, "seconds": round(self.seconds, 2),
@@ -115,6 +117,7 @@ def _pass_lock(vault: Path) -> Iterator[bool]:
         yield held
 
 
+SKIPPED_PATHS_SHOWN = 200  # per reason in --json; "count" is always the full number, "more" the rest
 _ACTIONABLE = {"uncommitted": "with uncommitted changes",
                "edited_recently": f"edited in the last {corpus_mod.RECENT_EDIT_S / 60:g} minutes",
                "frontmatter_problem": "with broken frontmatter"}
@@ -216,8 +219,10 @@ def run_dream(vault: Path, dry_run: bool = False, *, backend: str | None = None,
         if not got:
             report.skipped = "another dream pass is running"
             return report
+        own: set[str] = set()  # files this pass (or the recovery of a killed one) wrote: recent, not a person's
         if not dry_run:
             report.recovered = [o.as_dict() for o in recover(vault)]
+            own.update(p for o in report.recovered for p in o["paths"])  # type: ignore[attr-defined]
             report.warnings += [f"{o['journal']}: {o['action']}, {o['reason']}" for o in report.recovered
                                 if o["action"] not in ("completed", "committed")]
         elif pending(vault):
@@ -230,7 +235,7 @@ def run_dream(vault: Path, dry_run: bool = False, *, backend: str | None = None,
                 report.rejected["commit"] = commit_rejections(vault)
         timings = report.timings
         t = time.perf_counter()
-        corpus = corpus_mod.load(vault, now=now)
+        corpus = corpus_mod.load(vault, now=now, own=own)
         report.skipped_notes = skipped_notes(corpus)
         timings["load"] = time.perf_counter() - t
         report.backend = backend = choose_backend(backend, len(corpus.docs))
@@ -248,8 +253,6 @@ def run_dream(vault: Path, dry_run: bool = False, *, backend: str | None = None,
         t = time.perf_counter()
         vectors = note_vectors(corpus)
         timings["vectors"] = time.perf_counter() - t
-
-        own: set[str] = set()
 
         def finish(step: StepResult, message: str) -> bool:
             """Apply and commit a step; reload what later steps read when something changed."""

@@ -67,6 +67,7 @@ class Outcome:
     commit: str | None = None
     kept: list[str] = field(default_factory=list)  # files a person changed since: left as they are
     reason: str = ""
+    paths: list[str] = field(default_factory=list)  # the files of the plan (recent mtimes here are ours)
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -247,7 +248,8 @@ def recover(vault: Path) -> list[Outcome]:
         landed = _committed(vault, journal_id, base)
         if landed:
             path.unlink(missing_ok=True)
-            out.append(Outcome(journal_id, name, "committed", commit=landed, reason="the commit had landed"))
+            out.append(Outcome(journal_id, name, "committed", commit=landed, reason="the commit had landed",
+                               paths=[c.path for c in changes]))
             continue
         blocker = commit_blocker(vault)
         states = [_current(vault, c.path) for c in changes]
@@ -262,10 +264,11 @@ def recover(vault: Path) -> list[Outcome]:
                 kept = _roll_back(vault, changes)
                 _unstage(vault, [c.path for c in changes])
                 path.unlink(missing_ok=True)
-                out.append(Outcome(journal_id, name, "rolled back", kept=kept, reason=f"could not complete: {exc}"))
+                out.append(Outcome(journal_id, name, "rolled back", kept=kept, reason=f"could not complete: {exc}",
+                                   paths=[c.path for c in changes if c.path not in kept]))
                 continue
             path.unlink(missing_ok=True)
-            out.append(Outcome(journal_id, name, "completed", commit=commit))
+            out.append(Outcome(journal_id, name, "completed", commit=commit, paths=[c.path for c in changes]))
             continue
         if clean and blocker is not None:
             out.append(Outcome(journal_id, name, "waiting", reason=blocker))
@@ -274,5 +277,6 @@ def recover(vault: Path) -> list[Outcome]:
         _unstage(vault, [c.path for c in changes if c.path not in kept])
         path.unlink(missing_ok=True)
         why = "HEAD moved since it was planned" if _head(vault) != base else "a file of it changed since"
-        out.append(Outcome(journal_id, name, "rolled back", kept=kept, reason=why))
+        out.append(Outcome(journal_id, name, "rolled back", kept=kept, reason=why,
+                           paths=[c.path for c in changes if c.path not in kept]))
     return out
