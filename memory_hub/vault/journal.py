@@ -194,7 +194,7 @@ def commit_atomically(vault: Path, changes: list[Change], message: str, name: st
             _put(vault, change.path, change.after, change.expected_mtime_ns, create=change.before is None)
             written.append(change)
         commit = _commit(vault, [c.path for c in changes], message, journal_id)
-    except (NoteExists, FileNotFoundError, OutsideVault, GitError) as exc:
+    except (NoteExists, OSError, OutsideVault, GitError) as exc:  # a refusal, not a crash: undo it now
         _roll_back(vault, written)
         _unstage(vault, [c.path for c in changes])
         path.unlink(missing_ok=True)
