@@ -202,16 +202,19 @@ def test_autocommit_gitignore(place, kind: str) -> None:
 def test_dream_edits(place, kind: str) -> None:
     vault, outside = place
     rel = trick(vault, outside, "notes/trap.md", kind)
+    before = (vault / "notes" / "a.md").read_bytes()
     st = (vault / "notes" / "a.md").stat()
-    step = StepResult("test", edits=[
-        Edit(rel, "rewritten by dream\n"), Edit(rel, None), Edit("../outside/secret.md", "x"),
-        Edit("../outside/new.md", "x", create=True), Edit("notes/a.md", "# A\n\nfolded\n", expected_mtime_ns=st.st_mtime_ns),
-    ])
-    commit = apply(vault, step, "dream: test")
-    assert commit is not None  # the one legitimate edit still lands
+    legit = Edit("notes/a.md", "# A\n\nfolded\n", expected_mtime_ns=st.st_mtime_ns)
+    for bad in (Edit(rel, "rewritten by dream\n"), Edit(rel, None), Edit("../outside/secret.md", "x"),
+                Edit("../outside/new.md", "x", create=True)):
+        step = StepResult("test", edits=[legit, bad])
+        assert apply(vault, step, "dream: test") is None  # a step is all or nothing: this one is refused
+        assert step.skipped and "planned again" in step.skipped[0], step.skipped
+        assert (vault / "notes" / "a.md").read_bytes() == before
+        outside_untouched(outside)
+    step = StepResult("test", edits=[legit])
+    assert apply(vault, step, "dream: test") is not None  # the legitimate edit alone lands
     assert (vault / "notes" / "a.md").read_text(encoding="utf-8").endswith("folded\n")
-    assert len(step.skipped) == 4, step.skipped
-    outside_untouched(outside)
 
 
 def test_read_hook_ignores_paths_leading_out(place) -> None:

@@ -24,6 +24,7 @@ from memory_hub.index.store import Store
 from memory_hub.index.sync import sync
 from memory_hub.vault import frontmatter
 from memory_hub.vault import usage as log
+from memory_hub.vault.git import IGNORED
 
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
 REPO = Path(__file__).resolve().parent.parent
@@ -37,7 +38,7 @@ def git_vault(root: Path) -> Path:
     """A copy of the starter vault as a committed git repository, indexed."""
     vault = root / "vault"
     shutil.copytree(template_dir(), vault)
-    (vault / ".gitignore").write_text(".memory_hub/\n", encoding="utf-8")
+    (vault / ".gitignore").write_text("".join(f"{line}\n" for line in IGNORED), encoding="utf-8")
     git(vault, "init", "-q", "-b", "main")
     git(vault, "add", "-A")
     git(vault, "commit", "-q", "-m", "start")

@@ -26,9 +26,9 @@ from ..index.store import Store
 from ..index.sync import sync
 from ..vault import frontmatter, safe_io
 from ..vault import usage as log
-from ..vault.git import GitError, is_repo, run_git
+from ..vault.git import GitError, commit_blocker, is_repo, run_git
 from ..vault.writer import NoteExists, replace_note
-from .autocommit import dream_running, operation_in_progress
+from .autocommit import dream_running
 
 READS, USEFUL = "access_count", "useful_count"
 QUIET_S = 600.0
@@ -54,19 +54,16 @@ class MirrorReport:
         return data
 
 
-def check_committable(vault: Path) -> str:
-    """The current branch, or MirrorError saying why nothing should be committed now."""
+def check_committable(vault: Path) -> None:
+    """MirrorError saying why nothing should be committed now (no repository, a detached HEAD, a
+    merge or rebase in progress, a dream pass running), else nothing."""
     if not is_repo(vault):
         raise MirrorError(f"{vault} is not a git repository; usage is already in its log, nothing to commit")
-    branch = run_git(vault, "symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip()
-    if not branch:
-        raise MirrorError("HEAD is detached: check out a branch first (a commit here would be lost)")
-    busy = operation_in_progress(vault)
-    if busy:
-        raise MirrorError(f"{busy} is in progress; finish it first")
+    blocker = commit_blocker(vault)
+    if blocker:
+        raise MirrorError(blocker)
     if dream_running(vault):
         raise MirrorError("a dream pass is running; try again when it is done")
-    return branch
 
 
 def _dirty(vault: Path) -> set[str]:

@@ -214,7 +214,7 @@ def decode_note(data: bytes) -> str:
 def open_regular(path: str | os.PathLike[str]) -> int:
     """A read descriptor for a file *outside* any vault (an agent's transcript): never blocks on a
     FIFO or device, refuses anything that is not a regular file (UnreadableNote)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
         _check_regular(fd, str(path))
     except BaseException:
