@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..vault import safe_io
 from ..vault import usage as log
@@ -31,8 +32,7 @@ MAX_SOURCE_BYTES = 256 * 1024 * 1024  # a log bigger than this is not ours: repo
 _HEAD = 256
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(NamedTuple):
     """How a note has been used: reads of its body, times judged useful, the last read (unix time)."""
 
     reads: int = 0
@@ -49,6 +49,7 @@ NONE = Usage()
 @dataclass
 class FoldReport:
     events: int = 0
+    changed: bool = False  # the usage tables were written (events, a re-read or a vanished log)
     refolded: list[str] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
     skipped: str | None = None  # why no fold happened (another process is folding)
@@ -96,6 +97,7 @@ def _fold_locked(store: Store, vault: Path, report: FoldReport) -> None:
             report.problems.append((place.rel, f"usage log not folded: {exc}"))
     gone = [k for k in known if k not in present]
     if gone:
+        report.changed = True
         with store.transaction() as conn:
             for key in gone:
                 conn.execute("DELETE FROM usage WHERE source = ?", (key,))
@@ -113,6 +115,7 @@ def _fold_source(store: Store, place: log.Place, known: tuple[str, int] | None,
         if known is not None:
             report.refolded.append(place.rel)  # replaced, truncated or rewritten: read it again
         offset = 0
+        report.changed = True
         with store.transaction() as conn:
             conn.execute("DELETE FROM usage WHERE source = ?", (place.key,))
             conn.execute("DELETE FROM usage_sources WHERE source = ?", (place.key,))
@@ -170,45 +173,46 @@ def _apply(store: Store, place: log.Place, data: bytes, new_offset: int, head: b
             " events = events + excluded.events, bad_lines = bad_lines + excluded.bad_lines",
             (place.key, _identity(place, st, head), new_offset, events, bad))
     report.events += events
+    report.changed = True
 
 
 # -- reading ---------------------------------------------------------------------------------------
 
-def _int(value: Any) -> int:
-    if isinstance(value, bool):
-        return 0
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError, OverflowError):
-        return 0
+def _count_sql(column: str) -> str:
+    """A frontmatter counter as a count: a non-negative integer (or digits), anything else 0."""
+    return (f"CASE WHEN typeof({column}) IN ('integer', 'real') THEN max(CAST({column} AS INTEGER), 0)"
+            f" WHEN typeof({column}) = 'text' AND {column} GLOB '[0-9]*' AND {column} NOT GLOB '*[^0-9]*'"
+            f" THEN CAST({column} AS INTEGER) ELSE 0 END")
+
+
+# Events summed per note, plus its baseline: the largest baseline event, else the counters its
+# frontmatter holds (only notes whose frontmatter mentions a *_count key are looked into).
+_COUNTS = f"""
+WITH ev AS (
+    SELECT path, sum(reads) AS r, sum(useful) AS u, max(last_read) AS lr,
+           max(baseline_reads) AS br, max(baseline_useful) AS bu
+    FROM usage WHERE {{only}} GROUP BY path),
+fm AS (
+    SELECT path, {_count_sql("json_extract(frontmatter, '$.access_count')")} AS fr,
+           {_count_sql("json_extract(frontmatter, '$.useful_count')")} AS fu
+    FROM notes WHERE kind != 'attachment' AND instr(frontmatter, '_count"') AND {{only}})
+SELECT ev.path, r + CASE WHEN br IS NULL AND bu IS NULL THEN coalesce(fr, 0) ELSE coalesce(br, 0) END,
+       u + CASE WHEN br IS NULL AND bu IS NULL THEN coalesce(fu, 0) ELSE coalesce(bu, 0) END, lr
+FROM ev LEFT JOIN fm ON fm.path = ev.path
+UNION ALL
+SELECT path, fr, fu, NULL FROM fm WHERE path NOT IN (SELECT path FROM ev) AND (fr > 0 OR fu > 0)
+"""
 
 
 def counts(store: Store, paths: list[str] | None = None) -> dict[str, Usage]:
     """{note path: Usage} for every note with any usage (or just ``paths``), baselines included."""
-    conn = store.conn
-    only, args = "", ()
+    only, args = "1", ()
     if paths is not None:
-        only, args = " AND path IN (SELECT value FROM json_each(?))", (json.dumps(list(paths)),)
-    events = {r[0]: r for r in conn.execute(
-        "SELECT path, sum(reads), sum(useful), max(last_read), max(baseline_reads), max(baseline_useful)"
-        f" FROM usage WHERE 1{only} GROUP BY path", args)}
-    legacy = {r[0]: (r[1], r[2]) for r in conn.execute(
-        "SELECT path, reads, useful FROM (SELECT path, json_extract(frontmatter, '$.access_count') AS reads,"
-        " json_extract(frontmatter, '$.useful_count') AS useful FROM notes WHERE kind != 'attachment')"
-        f" WHERE (reads IS NOT NULL OR useful IS NOT NULL){only}", args)}
-    out: dict[str, Usage] = {}
-    for path in set(events) | set(legacy):
-        row = events.get(path)
-        reads = _int(row[1]) if row else 0
-        useful = _int(row[2]) if row else 0
-        last = float(row[3]) if row and row[3] else None
-        if row is not None and (row[4] is not None or row[5] is not None):  # a baseline event: frontmatter is a mirror
-            reads, useful = reads + _int(row[4]), useful + _int(row[5])
-        elif path in legacy:
-            reads, useful = reads + _int(legacy[path][0]), useful + _int(legacy[path][1])
-        if reads or useful or last:
-            out[path] = Usage(reads, useful, last)
-    return out
+        only, args = "path IN (SELECT value FROM json_each(?))", (json.dumps(list(paths)),) * 2
+    cur = store.conn.cursor()
+    cur.row_factory = None  # plain tuples: a vault's worth of rows, on recall's path
+    rows = cur.execute(_COUNTS.format(only=only), args).fetchall()
+    return {r[0]: Usage(r[1], r[2], r[3]) for r in rows if r[1] or r[2] or r[3]}
 
 
 def top(store: Store, n: int = 10) -> list[tuple[str, Usage]]:
@@ -244,15 +248,27 @@ def summary(store: Store, vault: Path | None = None) -> dict[str, Any]:
 
 
 _stores: dict[Path, Store] = {}
+_snapshots: dict[tuple[Path, int, int], tuple[int, dict[str, Usage]]] = {}
 
 
 def snapshot(vault: Path, store: Store | None = None) -> dict[str, Usage]:
     """Fold what is new (without waiting for another writer) and return every note's counts.
-    Without ``store``, one per vault is kept for the process (recall asks every few seconds)."""
+
+    Without ``store``, one per vault is kept for the process (recall asks every few seconds). The
+    counts are computed again only when something changed: this fold wrote, or another connection
+    committed to the index (SQLite's ``data_version``). Treat the returned dict as read-only.
+    """
     vault = Path(vault)
     if store is None:
         store = _stores.get(vault)
         if store is None or not store.path.exists():
             store = _stores[vault] = Store(vault)
-    fold(store, vault, wait=False)
-    return counts(store)
+    report = fold(store, vault, wait=False)
+    version = int(store.conn.execute("PRAGMA data_version").fetchone()[0])
+    key = (vault, threading.get_ident(), id(store))
+    cached = _snapshots.get(key)
+    if cached is not None and cached[0] == version and not report.changed:
+        return cached[1]
+    result = counts(store)
+    _snapshots[key] = (version, result)
+    return result
