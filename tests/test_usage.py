@@ -303,3 +303,16 @@ def test_status_and_stats_report_usage(vault: Path, capsys: pytest.CaptureFixtur
     assert run("usage")["notes"][0] == {"path": "home.md", "reads": 1, "useful": 0,
                                         "last_read": pytest.approx(time.time(), abs=120)}
     assert run("usage", "publish")["published"] == 1 and git(vault, "status", "--porcelain") == ""
+
+
+def test_snapshot_is_reused_only_while_nothing_changed(vault: Path) -> None:
+    store = Store(vault)
+    first = usage.snapshot(vault, store)
+    assert usage.snapshot(vault, store) is first  # nothing new: the same counts, not computed again
+    log.record_read(vault, "home.md")
+    second = usage.snapshot(vault, store)
+    assert second is not first and second["home.md"].reads == 1
+    other = Store(vault)  # another connection (the watcher, a CLI) folds a read: data_version moves
+    log.record_read(vault, "home.md")
+    usage.fold(other, vault)
+    assert usage.snapshot(vault, store)["home.md"].reads == 2
