@@ -246,7 +246,7 @@ def _secret_name(name: str) -> bool:
 
 _ASSIGN = re.compile(
     r"""(?xm)
-    (?P<lead>^|[\s"'`{(\[,;&?/|:])
+    (?<![^\s"'`{(\[,;&?/|:])
     (?P<qn>["']?)(?P<name>[A-Za-z_][\w.-]{0,63})(?P=qn)
     (?P<sep>[ \t]*(?:=>|:=|=(?!=)|:(?![:/])|：)[ \t]*)
     (?:(?P<q>["'`])(?P<qv>[^"'`\n]{1,500}?)(?P=q)|(?P<v>[^\s"'`,;{}()<>\[\]]+))
@@ -261,14 +261,15 @@ def _assignment_findings(text: str) -> Iterator[Finding]:
     while (m := _ASSIGN.search(text, pos)) is not None:
         pos = m.end("sep")  # values may hold further assignments (a=b&password=c): look inside them
         name = m.group("name")
-        in_query = m.group("lead") in ("?", "&")
+        lead = text[m.start() - 1] if m.start() else ""
+        in_query = lead in ("?", "&")
         if not (_secret_name(name) or in_query and name.lower() in _QUERY_SECRETS):
             continue
         if m.group("qv") is not None:
             start, value = m.start("qv"), m.group("qv")
         else:
             start, value = m.start("v"), m.group("v")
-            if m.group("lead") in ("?", "&", ";"):  # a query string or connection string: stop at & #
+            if lead in ("?", "&", ";"):  # a query string or connection string: stop at & #
                 cut = _QUERY_STOP.search(value)
                 value = value[: cut.start()] if cut else value
             value = value.rstrip(".,:!?")
