@@ -265,10 +265,18 @@ _RAW_OUTPUT = frozenset({"serve", "hook"})
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    streams = sys.stdout, sys.stderr
     if args.command not in _RAW_OUTPUT:  # note names and fields print visibly, never as raw controls
         from .textsafe import VisibleStream
 
         sys.stdout, sys.stderr = VisibleStream(sys.stdout), VisibleStream(sys.stderr)
+    try:
+        return _run(args)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except CliError as exc:
