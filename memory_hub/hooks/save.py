@@ -17,13 +17,14 @@ from typing import Any
 
 import yaml
 
+from ..config import settings
 from ..retrieval import session
 from ..vault.walk import safe_path
 from ..vault.writer import NoteExists, create_note, replace_note, unique_note_path
 from .redact import redact
 from .transcript import read_tail, render
 
-FOLDER = "inbox"
+FOLDER = "inbox"  # the default of folders.inbox
 MIN_CHARS = 200
 AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex"}
 
@@ -80,7 +81,7 @@ def save_tail(vault: Path, event: dict[str, Any], agent: str = "claude-code") ->
                 written = None  # edited by a person or gone: leave it, start a new note
         if written is None:
             for _ in range(5):
-                rel = unique_note_path(vault, FOLDER, f"{agent} session {session_id[:8]}", day)
+                rel = unique_note_path(vault, settings(vault)["folders.inbox"], f"{agent} session {session_id[:8]}", day)
                 try:
                     create_note(vault, rel, text)
                     written, outcome["action"] = rel, "created"

@@ -1,7 +1,8 @@
 """Walk a vault: which files belong to it, and reading one safely.
 
 Only what is inside the vault counts: dot-folders (``.git``, ``.obsidian``, ``.trash``,
-``.memory_hub``) are skipped, and a symlink whose target leaves the vault is refused. Reading a note
+``.memory_hub``) are skipped, so are the files the owner ignores (``vault/ignore.py``), and a
+symlink whose target leaves the vault is refused. Reading a note
 refuses binary, non-UTF-8 and huge files with a reason instead of raising.
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import MAX_NOTE_BYTES, SKIP_DIRS
+from .ignore import ignore_rules
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ def walk(vault: Path, skipped: list[Skipped] | None = None) -> Iterator[FileStat
     root_real = os.path.realpath(root)
     stack = [root]
     seen_dirs = {os.path.realpath(root)}
+    ignored = ignore_rules(vault)
     while stack:
         current = stack.pop()
         try:
@@ -64,6 +67,8 @@ def walk(vault: Path, skipped: list[Skipped] | None = None) -> Iterator[FileStat
             if name.startswith(".") or name in SKIP_DIRS:
                 continue
             try:
+                if ignored and ignored.entry_matches(rel, entry.is_dir()):
+                    continue
                 if entry.is_symlink() and not _inside(root_real, entry.path):
                     if skipped is not None:
                         skipped.append(Skipped(rel, "symlink leads outside the vault"))
