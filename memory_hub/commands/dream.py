@@ -6,20 +6,20 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from ..cli import CliError, _print_json, _vault
+from .shell import CliError, print_json, vault_path
 
 
 def cmd_dream(args: argparse.Namespace) -> int:
     from ..dream import DreamError, run_dream
 
-    vault = _vault(args)
+    vault = vault_path(args)
     try:
         report = run_dream(vault, dry_run=args.dry_run, backend=args.vectors, split=args.split,
                            use_llm=False if args.no_llm else None, max_links=args.max_links)
     except DreamError as exc:
         raise CliError(str(exc)) from None
     if args.json:
-        _print_json(report.as_dict())
+        print_json(report.as_dict())
         return 0
     print(report.summary())
     for step in report.steps:
