@@ -96,10 +96,11 @@ def vault_choice(cli_value: str | os.PathLike[str] | None = None) -> tuple[Path,
 def resolve_vault(cli_value: str | os.PathLike[str] | None = None, *, must_exist: bool = True) -> Path:
     """Pick the vault: ``--vault``, then ``$MEMORY_HUB_VAULT``, then the user file, then the default."""
     path, source = vault_choice(cli_value)
+    if must_exist and path.exists() and not path.is_dir():
+        raise ConfigError(f"vault is not a folder: {path} (chosen by {source}); name the vault's folder")
     if must_exist and not path.is_dir():
-        what = "is not a folder" if path.exists() else "not found"
         raise ConfigError(
-            f"vault {what}: {path} (chosen by {source}; create one with `memory-hub init {path}`, "
+            f"vault not found: {path} (chosen by {source}; create one with `memory-hub init {path}`, "
             "or pass --vault / set MEMORY_HUB_VAULT)"
         )
     return path

@@ -24,7 +24,7 @@ def cmd_dream(args: argparse.Namespace) -> int:
     print(report.summary())
     for step in report.steps:
         for action in step.actions:
-            print(f"  {step.name}: {action}")
+            print(f"  {step.name}: {planned(action) if args.dry_run else action}")
         if step.name == "atomicity" and not step.actions:
             for p in step.proposals:
                 print(f"  atomicity: proposed split of {p['path']} (cohesion {p['cohesion']}) before {p['split_before']!r}")
@@ -35,6 +35,20 @@ def cmd_dream(args: argparse.Namespace) -> int:
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return 0
+
+
+_PAST = {"removed": "would remove", "merged": "would merge", "folded": "would fold", "split": "would split",
+         "new note": "would create the note", "cited": "would cite"}
+
+
+def planned(action: str) -> str:
+    """A dry run's action in the conditional: the library reports what a real pass does ("merged …")."""
+    for past, would in _PAST.items():
+        if action.startswith(past + " "):
+            return would + action[len(past):]
+        if f": {past} " in action:
+            return action.replace(f": {past} ", f": {would} ", 1)
+    return f"would link {action}" if " → " in action else f"would: {action}"
 
 
 def register(add: Callable[..., argparse.ArgumentParser]) -> None:
