@@ -40,7 +40,7 @@ def _global_options(in_subcommand: bool) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memory-hub", description=__doc__.splitlines()[0],
                                      parents=[_global_options(False)])
-    parser.add_argument("--version", action="version", version=version_line())
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and where it is installed")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = _global_options(True)
 
@@ -52,6 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     for name in MODULES:
         importlib.import_module(f"{__package__}.commands.{name}").register(add)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version`` printed as is (argparse's own action wraps long paths across lines)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(version_line())
+        parser.exit()
 
 
 def version_line() -> str:
