@@ -24,8 +24,6 @@ sets them and the environment does not, so both kinds of reader see one answer.
 
 from __future__ import annotations
 
-import difflib
-import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -409,6 +407,8 @@ def read_file(path: Path, layer: str) -> dict[str, Value]:
         where = f"{path}:{line}" if line else str(path)
         setting = BY_KEY.get(key)
         if setting is None:
+            import difflib
+
             near = difflib.get_close_matches(key, list(BY_KEY), n=1)
             hint = f" (did you mean {near[0]}?)" if near else f" (known: {', '.join(sorted(BY_KEY))})"
             raise ConfigError(f"{where}: unknown setting {key!r}{hint}")
@@ -436,6 +436,8 @@ def _user_vault() -> tuple[str | None, str]:
 # -- Obsidian's own settings ----------------------------------------------------------------------
 
 def _obsidian_json(vault: Path, name: str) -> tuple[dict[str, Any], str] | None:
+    import json
+
     path = vault / ".obsidian" / name
     try:
         if path.is_symlink() or not path.is_file():

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .shell import CliError, print_json, vault_path
+from .shell import CliError, print_json, search_mode, vault_path
 
 
 def update_vectors(vault: Path, as_json: bool = False, embedder: str | None = None) -> tuple[int, dict]:
@@ -106,12 +106,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def register(add: Callable[..., argparse.ArgumentParser]) -> None:
-    from ..retrieval.search import MODES
-
     p = add("eval", cmd_eval, "run golden queries (a cases YAML file) against the vault; exit 1 below the threshold")
     p.add_argument("cases", help="YAML file with k and cases: [{query, expect: [paths]}]")
     p.add_argument("-k", type=int, default=None, help="top k that counts as found (default: the file's k, else 5)")
-    p.add_argument("--mode", choices=MODES, default=None, help="search mode (default: the searcher's default)")
+    p.add_argument("--mode", type=search_mode, default=None, help="search mode (default: the searcher's default)")
     p.add_argument("--embedder", default=None, help="embedder spec (default: auto)")
     p.add_argument("--reranker", default=None, help="reranker spec (default: $MEMORY_HUB_RERANKER or none)")
 
