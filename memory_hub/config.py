@@ -324,16 +324,20 @@ class Settings:
         return out
 
     def export_environment(self, environ: dict[str, str] | None = None) -> list[str]:
-        """Set the variables of file-given settings that the environment lacks; returns their names."""
+        """Set the variables of file-given settings that the environment lacks; returns their names.
+
+        A value equal to the default is not exported: every reader's own default is that value, and
+        "0 workers" or "auto" mean "decide for me" to the reader, not a number to use."""
         environ = os.environ if environ is None else environ
         done = []
         for key, v in self.values.items():
             setting = BY_KEY[key]
-            if (setting.env and v.layer in (USER, "obsidian", VAULT) and setting.env not in environ
-                    and setting.env not in _NOT_EXPORTED):
-                value = v.value
-                environ[setting.env] = ("1" if value else "0") if isinstance(value, bool) else str(value)
-                done.append(setting.env)
+            if (not setting.env or v.layer not in (USER, "obsidian", VAULT) or setting.env in environ
+                    or setting.env in _NOT_EXPORTED or v.value is None or v.value == setting.default):
+                continue
+            value = v.value
+            environ[setting.env] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+            done.append(setting.env)
         return done
 
 
