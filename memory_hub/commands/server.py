@@ -67,21 +67,20 @@ def _sync_vectors(vault, quiet: bool) -> str | None:  # noqa: ANN001 - pathlib.P
 
 
 def cmd_install_git_hook(args: argparse.Namespace) -> int:
-    from ..server.githook import default_command, install_post_commit_hook, uninstall_post_commit_hook
+    from ..launcher import launcher
+    from ..server.githook import install_post_commit_hook, uninstall_post_commit_hook
     from ..vault.git import GitError
 
     vault = vault_path(args)
+    run = launcher()
     try:
         if args.uninstall:
             outcome, path = uninstall_post_commit_hook(vault)
         else:
-            from ..launcher import launcher
-
-            run = launcher()
-            outcome, path = install_post_commit_hook(vault, default_command())
+            outcome, path = install_post_commit_hook(vault, list(run.argv))
     except GitError as exc:
         raise CliError(str(exc)) from None
-    warnings = [] if args.uninstall or not run.warning else [run.warning]
+    warnings = [run.warning] if run.warning and not args.uninstall else []
     if args.json:
         print_json({"outcome": outcome, "hook": str(path), "warnings": warnings})
         return 0

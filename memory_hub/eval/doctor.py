@@ -156,7 +156,8 @@ def check_server(vault: Path) -> Check:
     path = socket_path(vault)
     reply = request(vault, {"op": "ping"}, timeout=1.0)
     if reply and reply.get("ok"):
-        return Check("server", PASS, f"`memory-hub serve` (pid {reply.get('pid')}) answers on {path}",
+        return Check("server", PASS, f"`memory-hub serve` (pid {reply.get('pid')}) serves {reply.get('vault')} "
+                     f"and answers on {path}",
                      data={"socket": str(path), "pid": reply.get("pid"), "vault": reply.get("vault")})
     hint = "memory-hub serve (stdio servers are started by the agent; hooks and CLI search then answer warm)"
     if path.exists():
@@ -252,6 +253,55 @@ def _where(settings_file: str, home: Path | None) -> str:
     return (" --local" if path.name == "settings.local.json" else "") + f" --project {shlex.quote(str(path.parent.parent))}"
 
 
+_MCP_FILES = (".claude.json", ".mcp.json", ".cursor/mcp.json", ".kiro/settings/mcp.json", ".vscode/mcp.json")
+
+
+def _mcp_entries(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(server name, entry) of every MCP server entry in one client config file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return []
+    if not isinstance(data, dict):
+        return []
+    tables = [data.get("mcpServers"), data.get("servers")]
+    tables += [p.get("mcpServers") for p in (data.get("projects") or {}).values() if isinstance(p, dict)] \
+        if isinstance(data.get("projects"), dict) else []
+    return [(name, entry) for table in tables if isinstance(table, dict)
+            for name, entry in table.items() if isinstance(entry, dict)]
+
+
+def check_mcp_clients(vault: Path, home: Path | None, projects: list[Path]) -> list[Check]:
+    """Memory Hub entries in MCP client configs: does the command exist, which vault does it serve."""
+    home = Path(home or Path.home())
+    files = [home / name for name in _MCP_FILES if name != ".mcp.json" and name != ".vscode/mcp.json"]
+    files += [p / name for p in projects for name in _MCP_FILES if name != ".claude.json"]
+    out: list[Check] = []
+    for path in dict.fromkeys(files):
+        for name, entry in _mcp_entries(path) if path.is_file() else []:
+            words = [str(entry.get("command", ""))] + [str(a) for a in entry.get("args", []) if isinstance(a, str)]
+            url = entry.get("url") or entry.get("serverUrl") or entry.get("httpUrl")
+            if not any("memory-hub" in w or "memory_hub" in w for w in words) and name != "memory-hub":
+                continue
+            label = f"mcp: {name} in {path}"
+            if url:
+                out.append(Check(label, PASS, f"connects to {url} (the server there chooses the vault)"))
+                continue
+            problem = _command_problem(" ".join(shlex.quote(w) for w in words if w))
+            env = entry.get("env") if isinstance(entry.get("env"), dict) else {}
+            served = words[words.index("--vault") + 1] if "--vault" in words[:-1] else env.get("MEMORY_HUB_VAULT")
+            served = os.path.expandvars(str(served)) if served else None
+            if problem:
+                out.append(Check(label, FAIL, f"`{' '.join(words)}`: {problem}",
+                                 f"point it at {shutil.which('memory-hub') or 'the memory-hub command'}"))
+            elif served and not Path(served).expanduser().is_dir():
+                out.append(Check(label, FAIL, f"serves {served}, which does not exist",
+                                 "fix --vault / MEMORY_HUB_VAULT in that entry"))
+            else:
+                out.append(Check(label, PASS, f"serves {served or f'{vault} (as the CLI resolves it here)'}"))
+    return out
+
+
 def check_git_hook(vault: Path) -> Check | None:
     from ..server.githook import installed_command
 
@@ -336,7 +386,8 @@ def run_doctor(vault_arg: str | None = None, *, settings_error: str | None = Non
         steps = [lambda: check_index(vault), check_model, lambda: check_vectors(vault),
                  lambda: check_recall_index(vault), lambda: check_server(vault), lambda: check_git(vault),
                  lambda: check_git_hook(vault), lambda: check_schedule(vault), lambda: check_inotify(vault)]
-    steps += [lambda: check_hooks(vault, home, projects if projects is not None else [Path.cwd()]),
+    where = projects if projects is not None else [Path.cwd()]
+    steps += [lambda: check_mcp_clients(vault, home, where), lambda: check_hooks(vault, home, where),
               check_hook_failures]
     for step in steps:
         try:
