@@ -129,9 +129,17 @@ def default_kind() -> str:
     return "cron"
 
 
-def _check_kind(kind: str) -> None:
+def _target(vault: Path, kind: str | None) -> tuple[Path, str]:
+    kind = kind or default_kind()
     if kind not in KINDS:
         raise ValueError(f"unknown schedule kind {kind!r}: use cron, systemd or launchd")
+    return Path(vault).resolve(), kind
+
+
+def _split_crontab(vault: Path) -> tuple[str, list[str]]:
+    """The crontab as it is, and its lines that are not this vault's entries."""
+    existing = _crontab()
+    return existing, [ln for ln in existing.splitlines() if not _ours_in_cron(ln, vault)]
 
 
 def _crontab() -> str:
@@ -157,12 +165,9 @@ def _run(cmd: list[str]) -> str:
 
 def install(vault: Path, kind: str | None = None, activate: bool = True) -> list[str]:
     """Install one form of the schedule; returns what was done. Re-running changes nothing."""
-    vault = Path(vault).resolve()
-    kind = kind or default_kind()
-    _check_kind(kind)
+    vault, kind = _target(vault, kind)
     if kind == "cron":
-        existing = _crontab()
-        keep = [ln for ln in existing.splitlines() if not _ours_in_cron(ln, vault)]
+        existing, keep = _split_crontab(vault)
         new = "\n".join(keep + cron_lines(vault)) + "\n"
         if new == existing:
             return ["crontab already up to date"]
@@ -191,12 +196,9 @@ def install(vault: Path, kind: str | None = None, activate: bool = True) -> list
 
 def uninstall(vault: Path, kind: str | None = None, activate: bool = True) -> list[str]:
     """Remove what ``install`` added for this vault (one form), and nothing else."""
-    vault = Path(vault).resolve()
-    kind = kind or default_kind()
-    _check_kind(kind)
+    vault, kind = _target(vault, kind)
     if kind == "cron":
-        existing = _crontab()
-        keep = [ln for ln in existing.splitlines() if not _ours_in_cron(ln, vault)]
+        existing, keep = _split_crontab(vault)
         if len(keep) == len(existing.splitlines()):
             return ["no crontab entries for this vault"]
         _set_crontab("\n".join(keep) + "\n" if keep else "")
