@@ -94,10 +94,11 @@ def _hook_args(argv: list[str]) -> list[str] | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .commands.shell import CliError, load_settings
-    from .config import ConfigError
+# Commands whose stdout is a protocol (MCP over stdio, a hook's JSON reply) are left untouched.
+_RAW_OUTPUT = frozenset({"serve", "hook"})
 
+
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     hook = _hook_args(argv)
     if hook is not None:
@@ -108,42 +109,57 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # a usage error (exit 2, message printed), --help or --version (0)
         return int(exc.code or 0)
-    with _environment_kept():
+    streams = sys.stdout, sys.stderr
+    if args.command not in _RAW_OUTPUT:  # note names and fields print visibly, never as raw controls
+        from .textsafe import VisibleStream
+
+        sys.stdout, sys.stderr = VisibleStream(sys.stdout), VisibleStream(sys.stderr)
+    try:
+        with _environment_kept():
+            return _run(args)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .commands.shell import CliError, load_settings
+    from .config import ConfigError
+
+    try:
         try:
-            try:
-                args.settings = load_settings(args)
-            except ConfigError as exc:
-                if not getattr(args, "reports_config_errors", False):
-                    raise
-                args.settings, args.settings_error = None, str(exc)
-            if args.settings is not None:
-                args.settings.export_environment()
-            return int(args.func(args) or 0)
-        except CliError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return exc.code
+            args.settings = load_settings(args)
         except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return 130
-        except BrokenPipeError:
-            with contextlib.suppress(OSError):
-                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep the interpreter's flush quiet
-            return 0
-        except OSError as exc:
-            if os.environ.get("MEMORY_HUB_DEBUG"):
+            if not getattr(args, "reports_config_errors", False):
                 raise
-            where = f": {exc.filename}" if exc.filename else ""
-            print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
-            return 1
-        except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
-            if os.environ.get("MEMORY_HUB_DEBUG"):
-                raise
-            print(f"error: unexpected {type(exc).__name__}: {exc} (MEMORY_HUB_DEBUG=1 shows where; "
-                  "please report it)", file=sys.stderr)
-            return 1
+            args.settings, args.settings_error = None, str(exc)
+        if args.settings is not None:
+            args.settings.export_environment()
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep the interpreter's flush quiet
+        return 0
+    except OSError as exc:
+        if os.environ.get("MEMORY_HUB_DEBUG"):
+            raise
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
+        if os.environ.get("MEMORY_HUB_DEBUG"):
+            raise
+        print(f"error: unexpected {type(exc).__name__}: {exc} (MEMORY_HUB_DEBUG=1 shows where; "
+              "please report it)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
