@@ -214,8 +214,8 @@ def test_install_hooks_is_idempotent_and_keeps_other_hooks(tmp_path) -> None:
     assert data["model"] == "x" and data["hooks"]["PreToolUse"] == [{"matcher": "Bash", "hooks": [mine]}]
     ups = data["hooks"]["UserPromptSubmit"]
     assert ups[0] == {"hooks": [mine]}
-    ours = [h for g in ups for h in g["hooks"] if "memory_hub" in h["command"]]
-    assert len(ours) == 1 and ours[0]["command"].endswith("-m memory_hub.hooks claude-code")
+    ours = [h for g in ups for h in g["hooks"] if "memory-hub" in h["command"]]
+    assert len(ours) == 1 and ours[0]["command"].endswith("memory-hub hook claude-code")
     # the installed command really runs: a bad event through it still exits 0 quietly
     proc = subprocess.run(ours[0]["command"], shell=True, input="{}", capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0 and proc.stdout == ""

@@ -1,6 +1,8 @@
 """Linking a capture from the day's daily note, without rewriting a person's text.
 
-The daily note ``daily/YYYY-MM-DD.md`` is created from ``templates/daily.md`` when missing. A link is
+The daily note ``daily/YYYY-MM-DD.md`` is created from ``templates/daily.md`` when missing (folder,
+file-name format and template follow ``folders.daily``, ``daily.format`` and ``daily.template``,
+which default to Obsidian's own daily-notes settings). A link is
 only ever *inserted*: as a new line at the end of the "Captured today" / 「今日のキャプチャ」 section
 when there is one (an empty ``- `` placeholder line is filled rather than left dangling), else
 appended at the end of the note. Nothing else in the note changes.
@@ -12,6 +14,7 @@ import datetime as _dt
 import re
 from pathlib import Path
 
+from ..config import moment_to_strftime, settings
 from ..vault.safe_io import (
     OutsideVault,
     UnreadableNote,
@@ -39,23 +42,26 @@ updated: "{{date}}"
 """
 
 
-def daily_path(day: _dt.date) -> str:
-    return f"daily/{day.isoformat()}.md"
-
-
-TEMPLATE = "templates/daily.md"
+def daily_path(day: _dt.date, vault: Path | None = None) -> str:
+    """The day's note, as the vault's settings name it (``daily/YYYY-MM-DD.md`` by default)."""
+    if vault is None:
+        return f"daily/{day.isoformat()}.md"
+    s = settings(vault)
+    return f"{s['folders.daily']}/{moment_to_strftime(s['daily.format'])(day)}.md"
 
 
 def _from_template(vault: Path, day: _dt.date) -> str:
     """The new daily note's text from the vault's template (read through ``safe_io``: a template
     that is a symlink leading outside, a FIFO or binary raises), else the built-in one."""
+    template = settings(vault)["daily.template"]
     try:
-        text = read_text(vault, TEMPLATE)
+        text = read_text(vault, template)
     except FileNotFoundError:
         text = _FALLBACK_TEMPLATE
     except (OutsideVault, UnreadableNote) as exc:
-        raise OutsideVault(f"{TEMPLATE} refused ({exc}); the daily note was not created") from None
-    text = text.replace("{{date}}", day.isoformat()).replace("{{title}}", day.isoformat())
+        raise OutsideVault(f"{template} refused ({exc}); the daily note was not created") from None
+    name = daily_path(day, vault).rsplit("/", 1)[-1].removesuffix(".md")
+    text = text.replace("{{date}}", day.isoformat()).replace("{{title}}", name)
     # The template declares itself a template; the note made from it is a daily note.
     return re.sub(r"^kind:\s*template\b[^\n]*", "kind: daily", text, count=1, flags=re.M)
 
@@ -90,7 +96,7 @@ def link_from_daily(vault: Path, capture_rel: str, summary: str, day: _dt.date |
     its template is refused by ``safe_io`` (a symlink leading out, a FIFO, binary content).
     """
     day = day or _dt.date.today()
-    rel = daily_path(day)
+    rel = daily_path(day, vault)
     stem = capture_rel.rsplit("/", 1)[-1].removesuffix(".md")
     line = f"- [[{stem}]]" + (f": {summary}" if summary else "")
     for _attempt in range(3):

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import settings
 from ..vault.markdown import plain_text, trim
 from ..vault.notes import parse_note
 from ..vault.redact import redact, redact_report
@@ -237,7 +238,7 @@ def write_learning(vault: Path, cand: Candidate, source: str | None, today: _dt.
     text = render_capture(title=cand.title, description=trim(cand.text, 240), kind="capture", scope="work",
                           tags=tags, created=today.isoformat(), body=body, links=links)
     for _attempt in range(5):
-        rel = unique_note_path(vault, "learnings", cand.title, today)
+        rel = unique_note_path(vault, settings(vault)["folders.learnings"], cand.title, today)
         try:
             create_note(vault, rel, text)
             return rel

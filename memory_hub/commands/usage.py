@@ -6,11 +6,11 @@ import argparse
 import datetime as _dt
 from typing import Any
 
-from ..cli import CliError, _print_json, _vault
+from .shell import CliError, print_json, vault_path
 
 
 def cmd_usage(args: argparse.Namespace) -> int:
-    vault = _vault(args)
+    vault = vault_path(args)
     if args.action == "publish":
         return _publish(vault, args)
     if args.action == "mirror":
@@ -23,7 +23,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
     summary = usage.summary(store, vault)
     top = usage.top(store, args.top)
     if args.json:
-        _print_json({**summary, "problems": [f"{p}: {r}" for p, r in folded.problems],
+        print_json({**summary, "problems": [f"{p}: {r}" for p, r in folded.problems],
                      "notes": [{"path": p, **u.as_dict()} for p, u in top]})
         return 0
     for where, reason in folded.problems:
@@ -45,7 +45,7 @@ def _publish(vault: Any, args: argparse.Namespace) -> int:
     except MirrorError as exc:
         raise CliError(str(exc)) from None
     if args.json:
-        _print_json({"published": moved, "commit": commit})
+        print_json({"published": moved, "commit": commit})
     else:
         print(f"published {moved} event(s)" + (f"; committed {commit[:10]}" if commit else "; nothing to commit"))
     return 0
@@ -59,7 +59,7 @@ def _mirror(vault: Any, args: argparse.Namespace) -> int:
     except MirrorError as exc:
         raise CliError(str(exc)) from None
     if args.json:
-        _print_json(report.as_dict())
+        print_json(report.as_dict())
         return 0
     verb = "would write" if report.dry_run else "wrote"
     print(f"{verb} counts into {len(report.written)} note(s); {report.unchanged} already up to date"

@@ -43,8 +43,24 @@ def _same_content(vault: Path, rel: str, digest: str) -> bool:
         return False
 
 
-def status(vault: Path) -> dict[str, Any]:
-    """Counts, freshness and problems of a vault's index, as plain data."""
+def vector_coverage(vault: Path, store: Store | None = None) -> dict[str, Any] | None:
+    """How many notes have fresh vectors (``Coverage.as_dict``); None when the vault was never embedded.
+
+    Loads the embedder (the vector table is named by it), so it costs about a second."""
+    from ..retrieval.search import has_vectors
+    from ..retrieval.searcher import Searcher
+
+    store = store or Store(vault)
+    if not has_vectors(store):
+        return None
+    try:
+        return Searcher(vault, store=store).coverage().as_dict()
+    except Exception as exc:  # noqa: BLE001 - a broken model must not hide the rest of the status
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def status(vault: Path, vectors: bool = False) -> dict[str, Any]:
+    """Counts, freshness and problems of a vault's index, as plain data (with ``vectors``: coverage too)."""
     store = Store(vault)
     conn = store.conn
     kinds = {r[0]: r[1] for r in conn.execute("SELECT kind, count(*) FROM notes GROUP BY kind ORDER BY kind")}
@@ -63,6 +79,7 @@ def status(vault: Path) -> dict[str, Any]:
         "pending_changes": pending_changes(store),
         "problems": [f"{r[0]}: {r[1]}" for r in conn.execute("SELECT path, problem FROM problems ORDER BY path")],
         "usage": _usage(store, vault),
+        **({"vectors": vector_coverage(vault, store)} if vectors else {}),
     }
 
 

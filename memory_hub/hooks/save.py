@@ -17,13 +17,14 @@ from typing import Any
 
 import yaml
 
+from ..config import settings
 from ..retrieval import session
 from ..vault.redact import redact_report
 from ..vault.safe_io import OutsideVault, safe_path
 from ..vault.writer import NoteExists, create_note, replace_note, unique_note_path
 from .transcript import Message, read_tail, render
 
-FOLDER = "inbox"
+FOLDER = "inbox"  # the default of folders.inbox
 MIN_CHARS = 200
 RENDER_CHARS = 24_000  # the note holds the newest 24,000 characters of the conversation
 AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex"}
@@ -106,7 +107,7 @@ def save_tail(vault: Path, event: dict[str, Any], agent: str = "claude-code") ->
         if written is None:
             try:
                 for _ in range(5):
-                    rel = unique_note_path(vault, FOLDER, f"{agent} session {session_id[:8]}", day)
+                    rel = unique_note_path(vault, settings(vault)["folders.inbox"], f"{agent} session {session_id[:8]}", day)
                     try:
                         create_note(vault, rel, text)
                         written, outcome["action"] = rel, "created"

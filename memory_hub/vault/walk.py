@@ -1,9 +1,10 @@
 """Walk a vault: which files belong to it, and reading one safely.
 
 Only what is inside the vault counts: dot-folders (``.git``, ``.obsidian``, ``.trash``,
-``.memory_hub``) are skipped, a symlink whose target leaves the vault is refused, and only regular
-files are yielded (no FIFOs, sockets or devices). Reading goes through ``safe_io``, which refuses
-binary, non-UTF-8, non-regular and huge files with a reason.
+``.memory_hub``) are skipped, so are the files the owner ignores (``vault/ignore.py``), a symlink
+whose target leaves the vault is refused, and only regular files are yielded (no FIFOs, sockets or
+devices). Reading goes through ``safe_io``, which refuses binary, non-UTF-8, non-regular and huge
+files with a reason.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import MAX_NOTE_BYTES, SKIP_DIRS
+from .ignore import ignore_rules
 from .safe_io import OutsideVault, UnreadableNote, decode_note, read_bytes, safe_path
 
 __all__ = ["FileStat", "Skipped", "walk", "read_note_bytes", "read_note_text", "content_hash",
@@ -52,6 +54,7 @@ def walk(vault: Path, skipped: list[Skipped] | None = None) -> Iterator[FileStat
     root_real = os.path.realpath(root)
     stack = [root]
     seen_dirs = {os.path.realpath(root)}
+    ignored = ignore_rules(vault)
     while stack:
         current = stack.pop()
         try:
@@ -66,6 +69,8 @@ def walk(vault: Path, skipped: list[Skipped] | None = None) -> Iterator[FileStat
             if name.startswith(".") or name in SKIP_DIRS:
                 continue
             try:
+                if ignored and ignored.entry_matches(rel, entry.is_dir()):
+                    continue
                 if entry.is_symlink() and not _inside(root_real, entry.path):
                     if skipped is not None:
                         skipped.append(Skipped(rel, "symlink leads outside the vault"))
