@@ -12,6 +12,9 @@ from pathlib import Path
 
 INDEX_DIRNAME = ".memory_hub"
 DB_FILENAME = "index.sqlite3"
+# The vault's own state, tracked by git (unlike the disposable ``.memory_hub/`` cache): usage logs,
+# settings, dream's memory of rejected proposals.
+STATE_DIRNAME = ".memory-hub"
 
 # Folders that are never part of the vault's content. Obsidian itself ignores dot-folders too.
 SKIP_DIRS = frozenset({".git", ".obsidian", ".trash", INDEX_DIRNAME})
@@ -27,6 +30,12 @@ class ConfigError(Exception):
 def data_home() -> Path:
     """Where per-user data lives (the default vault)."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "memory-hub"
+
+
+def config_home() -> Path:
+    """Where per-user settings live (the machine id that names this machine's usage log)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "memory-hub"
 
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import db_path
 from ..vault.frontmatter import set_fields
 from ..vault.notes import CAPTURE, KINDS, TEMPLATE, TRACKER
-from ..vault.walk import OutsideVault
+from ..vault.redact import Redaction, redact_report
+from ..vault.safe_io import OutsideVault, UnreadableNote
 from ..vault.writer import NoteExists, create_note, unique_note_path
 from . import classify as cls
 from .daily import link_from_daily
@@ -26,6 +28,7 @@ from .dates import find_deadline
 
 MAX_CAPTURE_BYTES = int(os.environ.get("MEMORY_HUB_MAX_CAPTURE_BYTES", 256 * 1024))
 SCOPES = ("personal", "work", "project")
+DESCRIPTION_CHARS = 240
 CAPTURE_FOLDER = "inbox"  # every capture lands here, whatever its kind; dream and people sort it later
 
 
@@ -49,6 +52,7 @@ class CaptureResult:
     urls: list[dict[str, object]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    redacted: dict[str, int] = field(default_factory=dict)  # secrets removed before writing, by kind
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -88,19 +92,40 @@ def _clean_tags(tags: list[str] | None) -> list[str]:
 
 
 def _description(text: str, title: str, actions: list[str]) -> str:
+    """The capture's opening words, cut where a sentence ends (else at a word, marked with "…").
+
+    The title is the first sentence (or heading) cut short; the description carries on from the same
+    first sentence rather than splicing the rest of a cut sentence after it.
+    """
     from ..vault.markdown import plain_text, trim
 
-    body = plain_text(text).strip()
-    first = " ".join(body.replace("[ ]", "").replace("[x]", "").split())
-    head = title.rstrip("…")
-    if first.startswith(head):
-        first = first[len(head):].strip(" .。-:")
-    head = head.rstrip(".。!！?？")
-    sep = "。" if not head.isascii() else ". "
-    desc = f"{head}{sep}{first}" if first else head
-    if actions:
-        desc += f" ({len(actions)} action item{'s' if len(actions) != 1 else ''})"
-    return trim(desc, 240)
+    lines = []
+    for raw in text.splitlines():
+        line = re.sub(r"^\s*(?:#{1,6}\s+|[-*+]\s+(?:\[[ xX]\]\s+)?|\d+[.)]\s+)", "", raw).strip()
+        if line:
+            lines.append(line)
+    # a line break ends a sentence (a heading, a list item): say so, so the cut below can find it
+    flat = plain_text(" ".join(ln if i == len(lines) - 1 or re.search(r"[.!?。！？:：]$", ln)
+                               else ln + ("." if ln.isascii() else "。") for i, ln in enumerate(lines)))
+    suffix = f" ({len(actions)} action item{'s' if len(actions) != 1 else ''})" if actions else ""
+    limit = DESCRIPTION_CHARS - len(suffix)
+    if not flat:
+        return trim(title, limit) + suffix
+    if len(flat) <= limit:
+        return flat + suffix
+    cut = flat[:limit + 1]
+    ends = [m.end() for m in re.finditer(r"[.!?](?=\s)|[。！？]", cut)]
+    if ends and ends[-1] >= limit * 0.4:
+        return cut[:ends[-1]].strip() + suffix
+    return trim(flat, limit) + suffix
+
+
+def _yaml_date(value: str) -> _dt.date | str:
+    """An ISO day as a YAML date (``created: 2026-05-20``, like the vault's notes), anything else as given."""
+    try:
+        return _dt.date.fromisoformat(value)
+    except (TypeError, ValueError):
+        return value
 
 
 def render_capture(*, title: str, description: str, kind: str, scope: str, tags: list[str], created: str,
@@ -110,16 +135,14 @@ def render_capture(*, title: str, description: str, kind: str, scope: str, tags:
     """The Markdown text of a capture note: full frontmatter, the text as given, then what was found."""
     fields: dict[str, object] = {
         "title": title, "description": description, "kind": kind, "scope": scope, "tags": tags,
-        "created": created, "updated": created,
+        "created": _yaml_date(created), "updated": _yaml_date(created),
     }
     if due:
-        fields["due"] = due
+        fields["due"] = _yaml_date(due)
     if deadline:
-        fields["deadline"] = deadline
+        fields["deadline"] = _yaml_date(deadline)
     if kind == CAPTURE:
         fields["status"] = "inbox"
-    fields["access_count"] = 0
-    fields["useful_count"] = 0
     lines = [f"# {title}", ""]
     lines.append(body.strip())
     lines.append("")
@@ -179,7 +202,12 @@ def braindump(vault: Path, text: str, title: str | None = None, kind: str | None
         raise CaptureError(f"vault not found: {vault}")
 
     today = today or _dt.date.today()
-    text = text.replace("\r\n", "\n")
+    # Secrets never reach the vault (a git repository): everything below, the title, description,
+    # daily-note link and fetched pages included, is derived from redacted text.
+    removed = Redaction("")
+    text = _redacted(text.replace("\r\n", "\n"), removed)
+    title = _redacted(title, removed) if title else title
+    tags = [_redacted(t, removed) for t in tags] if tags else tags
     found = cls.classify(text, known_tags(vault))
     chosen_scope = scope.strip().lower() if scope else found.scope
     reasons = list(found.reasons) if not scope else [f"scope given: {chosen_scope}"]
@@ -195,7 +223,8 @@ def braindump(vault: Path, text: str, title: str | None = None, kind: str | None
         from .fetch import fetch
 
         got = fetch(url)
-        sources.append({"url": url, "ok": got.ok, "title": got.title, "text": got.text, "error": got.error})
+        sources.append({"url": url, "ok": got.ok, "title": _redacted(got.title, removed),
+                        "text": _redacted(got.text, removed), "error": got.error})
         if not got.ok:
             warnings.append(f"could not fetch {url}: {got.error}; the URL is kept in the note")
 
@@ -226,16 +255,27 @@ def braindump(vault: Path, text: str, title: str | None = None, kind: str | None
     except OutsideVault as exc:
         raise CaptureError(str(exc)) from None
 
+    if removed.counts:
+        warnings.append(f"{removed.summary()} before writing")
     daily = None
     if link_daily and kind != "daily":
         try:
             daily = link_from_daily(vault, rel, title, today)
-        except (OSError, NoteExists) as exc:
+        except (OSError, NoteExists, OutsideVault, UnreadableNote) as exc:
             warnings.append(f"capture saved, but the daily note was not updated: {exc}")
     return CaptureResult(path=rel, title=title, scope=chosen_scope, kind=kind, tags=tag_list, actions=found.actions,
                          due=due, deadline=deadline, daily=daily,
                          urls=[{k: v for k, v in s.items() if k != "text"} for s in sources],
-                         warnings=warnings, reasons=reasons)
+                         warnings=warnings, reasons=reasons, redacted=dict(removed.counts))
+
+
+def _redacted(text: str, into: Redaction) -> str:
+    """``text`` redacted, its counts added to ``into``."""
+    if not text:
+        return text
+    done = redact_report(text)
+    into.counts.update(done.counts)
+    return done.text
 
 
 def result_json(result: CaptureResult) -> str:

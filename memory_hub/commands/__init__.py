@@ -4,4 +4,4 @@ Each module defines ``register(add)`` where ``add(name, func, help) -> ArgumentP
 sub-command (with ``--json`` already added). Modules stay thin: parse, call the library, print.
 """
 
-MODULES = ("models", "retrieval", "server", "hooks", "capture", "dream")
+MODULES = ("models", "retrieval", "server", "hooks", "capture", "dream", "usage")

@@ -90,10 +90,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
     vault = _vault(args)
     since = time.time() - args.days * 86400 if args.days else None
     data = summarize(vault, since)
+    data["usage"] = _usage(vault)
     if args.json:
         _print_json(data)
         return 0
-    if not data["recalls"]:
+    if not data["recalls"] and not data["usage"]["top"]:
         print("no recalls recorded yet (they are logged when hooks or `memory-hub recall` run)")
         return 0
 
@@ -112,7 +113,21 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print("most injected:")
         for path, n in data["top_injected"]:
             print(f"  {n:4}  {path}")
+    if data["usage"]["top"]:
+        print("most used (judged useful, read):")
+        for item in data["usage"]["top"]:
+            print(f"  {item['useful']:4} {item['reads']:5}  {item['path']}")
     return 0
+
+
+def _usage(vault: Path) -> dict[str, Any]:
+    """Usage counts beside the telemetry: the index's usage API, the one every reader uses."""
+    from ..index import usage
+    from ..index.store import Store
+
+    store = Store(vault)
+    usage.fold(store, vault, wait=False)
+    return {**usage.summary(store, vault), "top": [{"path": p, **u.as_dict()} for p, u in usage.top(store)]}
 
 
 def register(add: Any) -> None:

@@ -35,6 +35,8 @@ from typing import Any
 
 import yaml
 
+from ..vault.safe_io import is_file
+
 DEFAULT_K = 5
 DEFAULT_THRESHOLD = 0.8
 
@@ -238,7 +240,7 @@ def run_eval(vault: Path, cases: list[Case], search: SearchFn, k: int = DEFAULT_
     results = []
     for case in cases:
         case_k = case.k or k
-        present = [e for e in case.expect if (vault / e).is_file()]
+        present = [e for e in case.expect if is_file(vault, e)]  # inside the vault only (safe_io)
         missing = [e for e in case.expect if e not in present]
         base = {"category": case.category, "expect_all": case.expect_all}
         if case.expect and not present:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..index.store import Store
+from ..index.sync import skipped_as_seen
 from ..vault.walk import OutsideVault, UnreadableNote, content_hash, read_note_bytes, walk
 
 
@@ -14,13 +15,17 @@ def pending_changes(store: Store) -> int:
     """Files whose mtime/size differ from the index, plus indexed files that are gone (a stat walk).
 
     A note stored with mtime 0 was indexed while it was still "racy" (modified within the mtime
-    tick, see sync.py); its stat proves nothing, so its content hash decides.
+    tick, see sync.py); its stat proves nothing, so its content hash decides. A file the last sync
+    skipped with a recorded problem (binary, too large, not UTF-8) is pending only once it changes.
     """
     known = {r[0]: (r[1], r[2], r[3]) for r in store.conn.execute("SELECT path, mtime_ns, size, hash FROM notes")}
+    skipped = skipped_as_seen(store.conn)  # skipped with a recorded problem, unchanged since
     pending = 0
     seen = set()
     for st in walk(store.vault):
         seen.add(st.path)
+        if skipped.get(st.path) == (st.mtime_ns, st.size):
+            continue
         old = known.get(st.path)
         if old is None or old[1] != st.size:
             pending += 1
@@ -57,4 +62,13 @@ def status(vault: Path) -> dict[str, Any]:
         "last_sync": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(last))) if last else None,
         "pending_changes": pending_changes(store),
         "problems": [f"{r[0]}: {r[1]}" for r in conn.execute("SELECT path, problem FROM problems ORDER BY path")],
+        "usage": _usage(store, vault),
     }
+
+
+def _usage(store: Store, vault: Path) -> dict[str, Any]:
+    """Usage logs folded so far, and this clone's events not yet published to git."""
+    from ..index import usage
+
+    usage.fold(store, vault, wait=False)
+    return usage.summary(store, vault)

@@ -2,7 +2,8 @@
 
 * ``UserPromptSubmit`` → the ``<vault-memory>`` block as ``additionalContext``: asked of the warm
   server over the local socket first, computed in-process when no server answers.
-* ``PostToolUse`` of a file read inside the vault → one access counted for that note.
+* ``PostToolUse`` of a file read inside the vault → one read recorded in the usage log (the note
+  itself is never written).
 * ``PreCompact`` / ``Stop`` / ``SubagentStop`` / ``SessionEnd`` → the transcript tail saved as a
   raw capture note (redacted), slow work handed to a detached worker.
 
@@ -84,16 +85,17 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
 
 
 def count_read(vault: Path, path: str, cwd: object) -> None:
-    """A file the agent read: if it is a note of this vault, count one access (never raises)."""
-    from ..vault.counters import CounterError, record_access
+    """A file the agent read: if it is a note of this vault, one ``read`` usage event (never raises;
+    the note itself is never written, see vault/usage.py)."""
+    from ..vault.usage import UsageError, record_read
     from .transcript import relative_to_vault
 
     rel = relative_to_vault(vault, path, cwd)
     if rel:
         try:
-            record_access(vault, rel)
-        except CounterError:
-            pass  # not a note, gone, or broken frontmatter: nothing to count
+            record_read(vault, rel)
+        except (UsageError, OSError, ValueError):
+            pass  # not a note, gone, or outside the vault: nothing to count
 
 
 def handle(event: dict[str, Any], vault: Path, agent: str = "claude-code",
