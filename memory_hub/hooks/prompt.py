@@ -32,5 +32,6 @@ def answer(recaller: Recaller, prompt: str, session_id: str | None = None, *, se
              "latency_ms": round((time.perf_counter() - t0) * 1000, 2), **result.telemetry(), **(extra or {})}
     if fallback:
         event["fallback"] = fallback + (f"; {event['fallback']}" if event.get("fallback") else "")
+    event.update(telemetry.prompt_fields(recaller.vault, prompt, result.text))
     telemetry.record(recaller.vault, event)
     return {"block": result.text, "injected": injected, "telemetry": event}
