@@ -41,7 +41,9 @@ from memory_hub.config import INDEX_DIRNAME, index_dir  # noqa: E402
 from memory_hub.index.lexical import Filters  # noqa: E402
 from memory_hub.index.store import Store  # noqa: E402
 from memory_hub.index.sync import sync  # noqa: E402
-from memory_hub.retrieval.recall import Recaller, RecallIndex, is_trivial, store_search  # noqa: E402
+from memory_hub.retrieval.recall import Recaller, store_search  # noqa: E402
+from memory_hub.retrieval.recall_index import RecallIndex  # noqa: E402
+from memory_hub.retrieval.recall_modes import is_trivial  # noqa: E402
 from memory_hub.retrieval.search import search  # noqa: E402
 from memory_hub.server import local_socket  # noqa: E402
 

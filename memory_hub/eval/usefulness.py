@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..retrieval.recall import tokens
+from ..retrieval.recall_index import tokens
 
 MAX_TRANSCRIPT_CHARS = 16_000
 _COMMON = frozenset("""use using used note notes file files step steps run make new add change check set get see

@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         report = sync(vault, progress=False)
         print(f"{stamp} sync: {report.summary()}", flush=True)
     if args.job in ("session-end", "sync", "build-recall"):
-        from ..retrieval.recall import RecallIndex
+        from ..retrieval.recall_index import RecallIndex
 
         index = RecallIndex(vault)
         index.load()
