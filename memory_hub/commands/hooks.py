@@ -65,14 +65,15 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
     vault = _vault(args)
     t0 = time.perf_counter()
-    recaller = Recaller(vault, hybrid=not args.no_fuse)
+    recaller = Recaller(vault)
     out = answer(recaller, args.prompt, args.session, served_by="cli", budget=args.budget)
     event = out["telemetry"]
     if args.json:
         _print_json({"block": out["block"], "injected": out["injected"], "mode": event.get("mode"),
                      "mode_chosen": event.get("mode_chosen"), "confidence": event.get("confidence"),
                      "tokens": event.get("tokens"), "skipped": event.get("skipped"),
-                     "fallback": event.get("fallback"), "ms": round((time.perf_counter() - t0) * 1000, 1)})
+                     "fallback": event.get("fallback"), "search_mode": event.get("search_mode"),
+                     "low_confidence": event.get("low_confidence"), "hint": event.get("hint"), "ms": round((time.perf_counter() - t0) * 1000, 1)})
         return 0
     if out["block"]:
         print(out["block"])
@@ -80,6 +81,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         print(f"(no block: {event.get('skipped') or 'nothing relevant'})")
     print(f"mode={event.get('mode')} (chosen {event.get('mode_chosen')}), confidence={event.get('confidence')}, "
           f"{event.get('tokens')} tokens, {event.get('candidates')} candidates"
+          + f", search {event.get('search_mode')}, hint: {event.get('hint_path')}"
           + (f", fallback: {event['fallback']}" if event.get("fallback") else ""), file=sys.stderr)
     return 0
 
@@ -127,7 +129,6 @@ def register(add: Any) -> None:
     p.add_argument("prompt")
     p.add_argument("--session", help="session id: notes already shown in it are not repeated")
     p.add_argument("--budget", type=int, default=1200, help="token budget of the block (default 1200)")
-    p.add_argument("--no-fuse", action="store_true", help="recall's own ranking only, without the hybrid search")
 
     p = add("stats", cmd_stats, "summarise recall telemetry: paths served, modes, latency, fallbacks")
     p.add_argument("--days", type=float, help="only the last N days")

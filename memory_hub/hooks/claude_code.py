@@ -47,13 +47,18 @@ def _vault(explicit: str | None) -> Path | None:
 def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: float) -> tuple[str, dict[str, Any]]:
     """The block for a prompt, warm if a server answers, else cold; and how it was served."""
     from ..eval import telemetry
+    from ..retrieval.hints import wait_seconds as hint_seconds
     from ..server.local_socket import request
+    from ..services.llm import configured as llm_configured
 
     started = time.monotonic()
     prompt = event.get("prompt") if isinstance(event.get("prompt"), str) else ""
     session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
-    reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id},
-                    timeout=min(SOCKET_TIMEOUT, deadline * 0.4))
+    # With an LLM endpoint, recall may wait this long for a same-turn hint (never past our deadline).
+    hint_wait = min(hint_seconds(), deadline * 0.4) if llm_configured() else 0.0
+    reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id,
+                            "hint_wait_ms": int(hint_wait * 1000)},
+                    timeout=min(SOCKET_TIMEOUT, deadline * 0.4) + hint_wait)
     if reply and reply.get("ok"):
         return str(reply.get("block") or ""), {"served_by": "warm"}
     fallback = "no-server" if reply is None else f"server-error: {reply.get('error')}"
@@ -67,7 +72,8 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
         try:
             recaller = Recaller(vault)
             box["out"] = answer(recaller, prompt, session_id, served_by="cold",
-                                deadline=started + deadline * 0.7, fallback=fallback, extra={"agent": agent})
+                                deadline=started + deadline * 0.7, fallback=fallback, extra={"agent": agent},
+                                hint_until=min(time.monotonic() + hint_wait, started + deadline * 0.85))
         except Exception as exc:  # noqa: BLE001 - reported in telemetry, never raised into the agent
             box["error"] = f"{type(exc).__name__}: {exc}"
 

@@ -1,27 +1,37 @@
-"""Recall's own scoring over its index: weighted field matches, scaled by how much of the prompt a
-note covers, then boosted by how the note has been used.
+"""Recall's adjustments to the search ranking: evidence for the weak-tail cut, and usage boosts.
 
-Not BM25: a term weighs by the field it is in (``recall_index.py``), and each candidate's score is
-multiplied by the square of the idf-weighted share of the prompt's terms it contains, so a note
-matching six different terms beats one that repeats a hub word in every field. Notes read
-recently or judged useful before get a boost; saved transcript tails are halved (they mention
-everything); only the graph-overview mode counts backlinks.
+Recall ranks with the search pipeline (``search.py``); this module decides only what recall adds
+on top of that order, the same in the warm server and a cold hook process:
+
+* **Evidence** of each hit, relative to this query's best: per channel the hit's raw score over the
+  best raw score among the hits (BM25 for the lexical channels, cosine for vectors), its strongest
+  channel counting. A hit whose evidence is under ``TAIL_SHARE`` of the best is a weak tail: the
+  block drops it rather than fill its lines. Exact-identifier matches count as full evidence; a
+  note that joined only through the graph counts as its hop's decay.
+* **Boosts** by usage (judged useful, read, read recently — ``usage``, the one place counters are
+  read), halved for saved transcript tails (they mention everything), and by backlinks in the
+  graph-overview mode only. A boost works on the search rank (``1 / (RANK_K + rank)``), so it can
+  win a close call by a place or two but cannot pull a deep hit over a clear winner.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from ..vault.notes import UNRANKED_KINDS
-from .recall_index import RecallIndex, query_terms
-from .recall_modes import _GRAPH_WORDS, GRAPH, ModeDecision
+from ..vault.counters import recent_reads
+from .recall_index import RecallIndex
 
-MAX_QUERY_TERMS = 48
-COMMON_SHARE = 0.2
+TAIL_SHARE = 0.3  # a hit with less than this share of the best hit's evidence is dropped
+GRAPH_EVIDENCE = {1: 0.35, 2: 0.15}  # a note reached only through links, by hop distance
+RANK_K = 5  # boosts act on 1 / (RANK_K + rank): a 1.2x boost moves a note about one place
 RAW_TRANSCRIPT_FACTOR = 0.5  # saved transcript tails mention everything; curated notes should win
+RECENT_DAYS = 7
 
 
 @dataclass
@@ -30,72 +40,79 @@ class Recalled:
     title: str
     description: str
     score: float
-    coverage: float = 0.0
+    evidence: float = 0.0  # share of the best hit's evidence (1.0 = as strong as the best)
     pinned: bool = False
+    source: str = "search"  # search | hint | subject (a note the prompt names)
 
 
-def score(index: RecallIndex, terms: Sequence[str], prefix: str | None = None) -> dict[str, tuple[float, float]]:
-    """{path: (score, coverage)} before boosts. Coverage is the idf-weighted share of the
-    prompt's terms a note contains; the score is multiplied by its square."""
-    postings = index.data.postings
-    n_docs = max(1, len(index.data.notes))
-    weighted = []
-    for t in dict.fromkeys(terms):
-        posting = postings.get(t)
-        if not posting:
-            continue
-        df = len(posting)
-        weighted.append((math.log(1 + (n_docs - df + 0.5) / (df + 0.5)), t))
-    weighted.sort(reverse=True)
-    weighted = weighted[:MAX_QUERY_TERMS]
-    # Terms in a fifth of the vault or more say little and cost the most; drop them while
-    # enough rarer terms remain to rank by.
-    rare = [(w, t) for w, t in weighted if len(postings[t]) <= COMMON_SHARE * n_docs]
-    if len(rare) >= 3:
-        weighted = rare
-    total = sum(w for w, _ in weighted) or 1.0
-    # a term the vault does not contain still counts against coverage (it is part of the ask)
-    missing = sum(1 for t in dict.fromkeys(terms) if t not in postings)
-    total += missing * (max((w for w, _ in weighted), default=1.0) * 0.5)
-    acc: dict[str, float] = {}
-    cov: dict[str, float] = {}
+@dataclass(frozen=True)
+class Usage:
+    """How a note has been used: what recall's boost reads."""
+
+    useful: int = 0
+    access: int = 0
+    read_at: float | None = None  # epoch seconds of the last read, if recent
+
+
+_recent_cache: dict[str, tuple[float, dict[str, float]]] = {}
+_recent_lock = threading.Lock()
+
+
+def usage(vault: Path, index: RecallIndex, paths: Iterable[str]) -> dict[str, Usage]:
+    """Usage counters of ``paths``: the one function recall reads counters through.
+
+    Today: ``useful_count``/``access_count`` as recall's index read them from frontmatter, and the
+    last-read times of ``.memory_hub/recent_reads.json`` (cached for 2 s per vault).
+    """
+    key = str(vault)
+    with _recent_lock:
+        at, recent = _recent_cache.get(key, (0.0, {}))
+        if time.monotonic() - at > 2.0:
+            recent = recent_reads(vault)
+            _recent_cache[key] = (time.monotonic(), recent)
     notes = index.data.notes
-    for idf, t in weighted:
-        for path, w in postings[t].items():
-            if prefix and not path.startswith(prefix):
-                continue
-            acc[path] = acc.get(path, 0.0) + idf * w
-            cov[path] = cov.get(path, 0.0) + idf
     out = {}
-    for path, s in acc.items():
-        if notes[path].kind in UNRANKED_KINDS:
-            continue
-        c = cov[path] / total
-        out[path] = (s * c * c, c)
+    for path in paths:
+        info = notes.get(path)
+        out[path] = Usage(info.useful if info else 0, info.access if info else 0, recent.get(path))
     return out
 
 
-def rank(index: RecallIndex, prompt: str, decision: ModeDecision, recent: dict[str, float],
-         prefix: str | None = None, limit: int = 30) -> list[Recalled]:
-    """Recall's own ranking with boosts (no fusion); ``recent`` is {path: last read, epoch s}."""
-    terms = query_terms(prompt)
-    if decision.mode == GRAPH:  # "how do X and Y relate": the ask is X and Y, not "relate"
-        terms = [t for t in terms if t not in _GRAPH_WORDS] or terms
-    scored = score(index, terms, prefix)
-    notes = index.data.notes
-    now = time.time()
-    backlinks = index.backlinks() if decision.mode == GRAPH else {}
-    out = []
-    for path, (s, c) in scored.items():
-        info = notes[path]
-        boost = 1.0 + 0.25 * math.log1p(info.useful) + 0.05 * math.log1p(info.access)
-        if info.raw_transcript:
-            boost *= RAW_TRANSCRIPT_FACTOR
-        read_at = recent.get(path)
-        if read_at and now - read_at < 7 * 86400:
-            boost *= 1.0 + 0.2 * (1 - (now - read_at) / (7 * 86400))
-        if backlinks:
-            boost *= 1.0 + 0.3 * math.log1p(backlinks.get(path, 0))
-        out.append(Recalled(path, info.title, info.description, s * boost, c))
-    out.sort(key=lambda r: (-r.score, r.path))
-    return out[:limit]
+def evidence(hits: Sequence[Any]) -> dict[str, float]:
+    """{path: evidence share} for search hits explained per channel (``search(..., explain=True)``)."""
+    best: dict[str, float] = {}
+    for h in hits:
+        for name, ch in (h.channels or {}).items():
+            best[name] = max(best.get(name, 0.0), float(ch.get("score", 0.0)))
+    out = {}
+    for h in hits:
+        share = 0.0
+        for name, ch in (h.channels or {}).items():
+            top = best.get(name, 0.0)
+            # a channel whose best score is 0 matched without contrast (BM25's idf is 0 when every
+            # note has the term): a match all the same
+            share = max(share, float(ch.get("score", 0.0)) / top if top > 0 else 1.0)
+        if h.exact:
+            share = 1.0
+        elif not h.channels and h.graph:
+            share = GRAPH_EVIDENCE.get(int(h.graph.get("hops", 2)), 0.0)
+        out[h.path] = round(min(share, 1.0), 4)
+    return out
+
+
+def boost(use: Usage, raw_transcript: bool = False, backlinks: int = 0, now: float | None = None) -> float:
+    """The multiplier recall puts on a note's rank score for how it has been used."""
+    factor = 1.0 + 0.25 * math.log1p(use.useful) + 0.05 * math.log1p(use.access)
+    if raw_transcript:
+        factor *= RAW_TRANSCRIPT_FACTOR
+    now = time.time() if now is None else now
+    if use.read_at and now - use.read_at < RECENT_DAYS * 86400:
+        factor *= 1.0 + 0.2 * (1 - (now - use.read_at) / (RECENT_DAYS * 86400))
+    if backlinks:
+        factor *= 1.0 + 0.3 * math.log1p(backlinks)
+    return factor
+
+
+def rank_score(rank: int) -> float:
+    """The score a search rank (from 1) gives before boosts."""
+    return 1.0 / (RANK_K + rank)

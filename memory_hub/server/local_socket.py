@@ -7,7 +7,8 @@ socket, under the temp folder, named by a hash of the vault path), is private to
 (mode 0600), and speaks only two requests:
 
 ``{"op": "ping"}`` → ``{"ok": true, "vault": …}``
-``{"op": "recall", "prompt": …, "session_id": …, "budget": 1200}`` → ``{"ok": true, "block": …, …}``
+``{"op": "recall", "prompt": …, "session_id": …, "budget": 1200, "hint_wait_ms": 1000}`` →
+``{"ok": true, "block": …, …}`` (``hint_wait_ms``: how long recall may wait for a same-turn hint)
 """
 
 from __future__ import annotations
@@ -88,9 +89,13 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             budget = request.get("budget", 1200)
             if not isinstance(budget, int) or not 50 <= budget <= 8000:
                 return {"ok": False, "error": "budget must be an integer between 50 and 8000"}
+            wait_ms = request.get("hint_wait_ms")
+            hint_until = None
+            if isinstance(wait_ms, int) and not isinstance(wait_ms, bool):
+                hint_until = time.monotonic() + max(0, min(wait_ms, 10_000)) / 1000
             out = answer(recaller_for_state(self.state), prompt,
                          session_id if isinstance(session_id, str) else None,
-                         served_by="warm", budget=budget)
+                         served_by="warm", budget=budget, hint_until=hint_until)
             return {"ok": True, **out}
         return {"ok": False, "error": f"unknown op {op!r}"}
 
