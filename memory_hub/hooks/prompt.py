@@ -55,7 +55,8 @@ def answer(recaller: Recaller, prompt: str, session_id: str | None = None, *, se
         _keep_hint_for_next_prompt(recaller, session_id, prompt, race, served_by)
     event = {"event": "recall", "served_by": served_by, "session": session_id,
              "latency_ms": round((time.perf_counter() - t0) * 1000, 2), **result.telemetry(), **(extra or {})}
-    event["hint_path"] = (result.hint or {}).get("path", hints.NO_LLM)
+    event["hint_path"] = (result.hint or {}).get("path") or (
+        "not-asked" if hints.configured() is not None else hints.NO_LLM)  # not-asked: a trivial prompt
     if fallback:
         event["fallback"] = fallback + (f"; {event['fallback']}" if event.get("fallback") else "")
     telemetry.record(recaller.vault, event)

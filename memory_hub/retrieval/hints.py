@@ -29,7 +29,7 @@ from typing import Any
 
 from ..services.llm import LLMConfig, LLMError, chat_json, configured
 
-__all__ = ["LLMError", "HintCall", "HintRace", "ask", "parse_terms", "start", "wait_seconds"]
+__all__ = ["LLMError", "configured", "HintCall", "HintRace", "ask", "parse_terms", "start", "wait_seconds"]
 
 WAIT_ENV = "MEMORY_HUB_HINT_DEADLINE"
 DEFAULT_WAIT = 1.0  # seconds recall waits for a same-turn hint after its own ranking is ready

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,21 @@ def configured() -> LLMConfig | None:
     return LLMConfig(url=url, model=os.environ.get("MEMORY_HUB_LLM_MODEL", "local").strip() or "local",
                      key=os.environ.get("MEMORY_HUB_LLM_KEY") or None,
                      timeout=float(os.environ.get("MEMORY_HUB_LLM_TIMEOUT", "60")))
+
+
+_client = None
+_client_lock = threading.Lock()
+
+
+def _http():  # noqa: ANN202 - an httpx.Client, shared: a new client per call costs tens of ms (SSL setup)
+    global _client
+    if _client is None:
+        import httpx
+
+        with _client_lock:
+            if _client is None:
+                _client = httpx.Client()
+    return _client
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
@@ -81,7 +97,7 @@ def chat_json(system: str, user: str, config: LLMConfig | None = None, *, max_to
         payload["max_tokens"] = max_tokens
     headers = {"Authorization": f"Bearer {config.key}"} if config.key else {}
     try:
-        resp = httpx.post(config.endpoint, json=payload, headers=headers,
+        resp = _http().post(config.endpoint, json=payload, headers=headers,
                           timeout=config.timeout if timeout is None else timeout)
         resp.raise_for_status()
         data = resp.json()
