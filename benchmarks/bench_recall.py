@@ -11,8 +11,10 @@
 2. **Block size**: tokens (cl100k) of every block served; the budget is 1,200.
 3. **Quality on LoCoMo**: every turn of every conversation is a note (``<conversation>/<turn>.md``),
    questions are prompts, restricted to their own conversation; evidence recall@5 of the notes
-   recall injects, against the hybrid search's recall@5 (lexical in-process: the cold path's
-   search) and recall's own ranking without fusion. Also hit@5 on the starter vault's golden cases.
+   recall returns (k=5) and of exactly the notes it injects (its block, weak tail dropped), with
+   lines per prompt and the share of injected lines that are evidence, against the search it
+   follows (``lexical``; with ``--vectors`` also ``MEMORY_HUB_RECALL_MODE=hybrid``); then a sweep
+   of the weak-tail cut-off (``--tail-shares``). Also hit@5 on the starter vault's golden cases.
 
 Writes ``benchmarks/results/recall.json``.
 """
