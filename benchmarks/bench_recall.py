@@ -14,7 +14,7 @@
    recall returns (k=5) and of exactly the notes it injects (its block, weak tail dropped), with
    lines per prompt and the share of injected lines that are evidence, against the search it
    follows (``lexical``; with ``--vectors`` also ``MEMORY_HUB_RECALL_MODE=hybrid``); then a sweep
-   of the weak-tail cut-off (``--tail-shares``). Also hit@5 on the starter vault's golden cases.
+   of the weak-tail cut (``--tail-settings``). Also hit@5 on the starter vault's golden cases.
 
 Writes ``benchmarks/results/recall.json``.
 """
@@ -265,11 +265,12 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
             measure(name, paths, q["_id"], time.perf_counter() - t0)
     # The weak-tail cut: what each share of the best hit's evidence keeps (lexical recall, as injected).
     sweep = []
-    saved = recall_score.TAIL_SHARE
+    saved = recall_score.KEEP_TOP, recall_score.TAIL_SHARE
     try:
-        for share in args.tail_shares:
-            recall_score.TAIL_SHARE = share
-            name = f"as injected, tail share {share}"
+        for setting in args.tail_settings:
+            keep, share = setting.split(":")
+            recall_score.KEEP_TOP, recall_score.TAIL_SHARE = int(keep), float(share)
+            name = f"as injected, top {keep} kept, then share >= {share}"
             totals[name] = {"recall": [], "lines": [], "precision": [], "ms": []}
             for q in queries:
                 t0 = time.perf_counter()
@@ -277,7 +278,7 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
                 measure(name, [e.path for e in block.included] if block else [], q["_id"], time.perf_counter() - t0)
             sweep.append(name)
     finally:
-        recall_score.TAIL_SHARE = saved
+        recall_score.KEEP_TOP, recall_score.TAIL_SHARE = saved
 
     def row(name: str) -> dict[str, Any]:
         t = totals[name]
@@ -329,8 +330,8 @@ def main() -> int:
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-locomo", action="store_true")
     parser.add_argument("--locomo-limit", type=int, default=0)
-    parser.add_argument("--tail-shares", type=float, nargs="*", default=[0.0, 0.2, 0.3, 0.4, 0.5],
-                        help="weak-tail cut-offs to sweep on LoCoMo (share of the best hit's evidence)")
+    parser.add_argument("--tail-settings", nargs="*", default=["10:0", "1:0.3", "2:0.3", "3:0.3", "3:0.5"],
+                        help="weak-tail cuts to sweep on LoCoMo, KEEP_TOP:TAIL_SHARE (10:0 = no cut)")
     parser.add_argument("--vectors", action="store_true",
                         help="also compare with the lexical+vector hybrid search (embeds the LoCoMo turns first)")
     args = parser.parse_args()

@@ -312,7 +312,8 @@ class Recaller:
             if not run.hits or w <= 0:
                 continue
             ev = recall_score.evidence(run.hits)
-            kept = [h for h in run.hits if ev[h.path] >= recall_score.TAIL_SHARE]
+            kept = [h for i, h in enumerate(run.hits)
+                    if i < recall_score.KEEP_TOP or ev[h.path] >= recall_score.TAIL_SHARE]
             if run.low_confidence:
                 kept = [h for h in kept if h.exact]  # no real evidence: nothing but exact matches
             if name == "search":
