@@ -70,6 +70,7 @@ def test_a_hint_that_wins_adds_what_its_terms_find(vault: Path, monkeypatch: pyt
     assert session.load(vault, "s1")["hint"]["terms"] == ["zebra crossing", "pedestrian"]  # kept for the next prompt
     logged = [e for e in telemetry.events(vault) if e.get("session") == "s1"][-1]
     assert logged["hint_path"] == hints.WON
+    assert telemetry.summarize(vault)["hint_path"] == {hints.NO_LLM: 1, hints.WON: 1}  # memory-hub stats
 
 
 def test_a_slow_hint_loses_then_serves_the_next_prompt(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -103,7 +103,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "-"
 
     print(f"recalls: {data['recalls']} ({data['with_block']} with a block), {when(data['first'])} → {when(data['last'])}")
-    for key in ("served_by", "mode_chosen", "mode_final", "confidence", "skipped", "fallback"):
+    for key in ("served_by", "mode_chosen", "mode_final", "confidence", "skipped", "fallback", "hint_path"):
         if data[key]:
             print(f"{key}: " + ", ".join(f"{k} {v}" for k, v in sorted(data[key].items(), key=lambda kv: -kv[1])))
     for path, lat in data["latency_ms"].items():
