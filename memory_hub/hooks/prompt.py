@@ -77,7 +77,7 @@ def _keep_hint_for_next_prompt(recaller: Recaller, session_id: str, prompt: str,
         store_hint(recaller, session_id, call.terms, call.error)
         return
     # A cold process exits with the hook: the detached worker asks again and stores the hint.
-    from .redact import redact
+    from ..vault.redact import redact
     from .worker import spawn
 
     call.set_on_done(None)
