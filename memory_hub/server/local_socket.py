@@ -7,7 +7,8 @@ socket, under the temp folder, named by a hash of the vault path), is private to
 (mode 0600), and speaks only three requests:
 
 ``{"op": "ping"}`` → ``{"ok": true, "vault": …}``
-``{"op": "recall", "prompt": …, "session_id": …, "budget": 1200}`` → ``{"ok": true, "block": …, …}``
+``{"op": "recall", "prompt": …, "session_id": …, "budget": 1200, "hint_wait_ms": 1000}`` →
+``{"ok": true, "block": …, …}`` (``hint_wait_ms``: how long recall may wait for a same-turn hint)
 ``{"op": "search", "query": …, "k": 10, "mode": null, "filters": {…}, "explain": false}`` →
 ``{"ok": true, "results": […], …}`` (what ``memory-hub search --json`` prints; the CLI asks here first)
 
@@ -92,9 +93,14 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             budget = request.get("budget", 1200)
             if not isinstance(budget, int) or not 50 <= budget <= 8000:
                 return {"ok": False, "error": "budget must be an integer between 50 and 8000"}
+            wait_ms = request.get("hint_wait_ms")
+            hint_until = None
+            if isinstance(wait_ms, int) and not isinstance(wait_ms, bool):
+                hint_until = time.monotonic() + max(0, min(wait_ms, 10_000)) / 1000
             out = answer(recaller_for_state(self.state), prompt,
                          session_id if isinstance(session_id, str) else None,
-                         served_by="cli-warm" if request.get("client") == "cli" else "warm", budget=budget)
+                         served_by="cli-warm" if request.get("client") == "cli" else "warm", budget=budget,
+                         hint_until=hint_until)
             return {"ok": True, **out}
         if op == "search":
             return _search(self.state, request)
