@@ -47,16 +47,21 @@ def _vault(explicit: str | None) -> Path | None:
 def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: float) -> tuple[str, dict[str, Any]]:
     """The block for a prompt, warm if a server answers, else cold; and how it was served."""
     from ..eval import telemetry
-    from ..server.local_socket import request
+    from ..server.local_socket import UnsafeSocketDir, request
 
     started = time.monotonic()
     prompt = event.get("prompt") if isinstance(event.get("prompt"), str) else ""
     session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
-    reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id},
-                    timeout=min(SOCKET_TIMEOUT, deadline * 0.4))
+    try:
+        reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id},
+                        timeout=min(SOCKET_TIMEOUT, deadline * 0.4))
+    except UnsafeSocketDir as exc:  # another user could be listening: never ask it, say why
+        reply, unsafe = None, f"unsafe-socket: {exc}"
+    else:
+        unsafe = None
     if reply and reply.get("ok"):
         return str(reply.get("block") or ""), {"served_by": "warm"}
-    fallback = "no-server" if reply is None else f"server-error: {reply.get('error')}"
+    fallback = unsafe or ("no-server" if reply is None else f"server-error: {reply.get('error')}")
 
     box: dict[str, Any] = {}
 
