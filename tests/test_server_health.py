@@ -84,7 +84,8 @@ def test_deleting_the_index_under_a_running_server(tmp_path: Path, monkeypatch: 
             before = await status()
             out["before"] = before
             pid = _server_pid(vault)
-            shutil.rmtree(index)
+            # ignore_errors: the server's health check may recreate the index while rmtree runs
+            shutil.rmtree(index, ignore_errors=True)
             out["right_after"] = await status()  # the very next answer must not claim a fresh index
 
             async def rebuilt() -> dict | None:
@@ -117,7 +118,7 @@ def test_deleting_the_index_under_a_running_server(tmp_path: Path, monkeypatch: 
     assert out["before"]["fresh"] and out["before"]["notes"] >= 30
     right_after = out["right_after"]
     assert not right_after["fresh"] or right_after["notes"] == out["before"]["notes"], right_after
-    assert right_after.get("index_reopened") == 1
+    assert right_after.get("index_reopened", 0) >= 1
     assert out["rebuilt"]["notes"] == out["before"]["notes"]
     assert out["db_exists"] and out["released"]
     assert out["captured"]["path"] in out["found"]

@@ -28,12 +28,13 @@ import logging
 import math
 import os
 import resource
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .quiet import QuietLog
 
 log = logging.getLogger("memory_hub.server")
 
@@ -68,49 +69,6 @@ def raise_fd_limit() -> int:
             resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
             soft = want
     return 65_536 if soft == resource.RLIM_INFINITY else soft
-
-
-class QuietLog:
-    """Log a warning once per kind per ``interval`` seconds; repeats are counted, not printed."""
-
-    def __init__(self, logger: logging.Logger, interval: float = 60.0) -> None:
-        self.logger, self.interval = logger, interval
-        self._last: dict[str, float] = {}
-        self._suppressed: dict[str, int] = {}
-
-    def allow(self, kind: str) -> tuple[bool, int]:
-        """Whether to print this occurrence of ``kind``, and how many were held back before it."""
-        now = time.monotonic()
-        last = self._last.get(kind)
-        if last is not None and now - last < self.interval:
-            self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
-            return False, 0
-        self._last[kind] = now
-        return True, self._suppressed.pop(kind, 0)
-
-    def note(self, kind: str, message: str) -> None:
-        show, held = self.allow(kind)
-        if show:
-            self.logger.warning("%s%s", message, self.tail(held))
-
-    def tail(self, held: int) -> str:
-        return f" ({held} more like this in the last {self.interval:.0f} s)" if held else ""
-
-
-class QuietFilter(logging.Filter):
-    """A handler filter: each logger's message template passes once per interval, with a count."""
-
-    def __init__(self, quiet: QuietLog) -> None:
-        super().__init__()
-        self.quiet = quiet
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING:
-            return True
-        show, held = self.quiet.allow(f"{record.name}:{record.msg}")
-        if show and held:
-            record.msg = f"{record.msg}{self.quiet.tail(held)}"  # the tail has no % to format
-        return show
 
 
 @dataclass

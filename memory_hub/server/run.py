@@ -78,7 +78,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def _configure_logging(level: str) -> None:
     """Everything goes to stderr (on stdio, stdout belongs to the protocol), repeated warnings once
     a minute: a flood of bad connections must not become a flood of log lines."""
-    from .http_limits import QuietFilter, QuietLog
+    from .quiet import QuietFilter, QuietLog
 
     quiet = QuietFilter(QuietLog(log))
     handler = logging.StreamHandler(sys.stderr)
