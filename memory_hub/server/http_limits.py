@@ -47,17 +47,18 @@ _FD_RESERVE = 128  # descriptors kept for SQLite, LanceDB, models, the watcher, 
 ACCEPT_BATCH = 64  # connections accepted per wake-up (the listen backlog): refusals close between batches
 
 
-def _env_number(name: str, default: float) -> float:
-    raw = os.environ.get(name)
+def _setting(key: str) -> Any:
+    """A ``server.*`` setting from its variable (files reach it through ``export_environment``)."""
+    from ..config import BY_KEY
+
+    setting = BY_KEY[key]
+    raw = os.environ.get(setting.env or "")
     if raw is None or raw.strip() == "":
-        return default
+        return setting.default
     try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"${name} must be a number, not {raw!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"${name} must be a positive number, not {raw!r}")
-    return value
+        return setting.check(raw)
+    except ValueError as exc:
+        raise ValueError(f"${setting.env} {exc}, not {raw!r}") from None
 
 
 def raise_fd_limit() -> int:
@@ -89,15 +90,11 @@ class HttpLimits:
 
     @classmethod
     def from_env(cls) -> HttpLimits:
-        """Defaults, overridden by ``MEMORY_HUB_HTTP_*`` (see the README's Configuration table);
+        """The ``server.*`` settings (``MEMORY_HUB_HTTP_*``; see the README's Configuration table);
         the connection cap is lowered to fit the file-descriptor limit."""
-        limits = cls(
-            read_timeout=_env_number("MEMORY_HUB_HTTP_READ_TIMEOUT", cls.read_timeout),
-            idle_timeout=_env_number("MEMORY_HUB_HTTP_IDLE_TIMEOUT", cls.idle_timeout),
-            max_connections=int(_env_number("MEMORY_HUB_HTTP_MAX_CONNECTIONS", cls.max_connections)),
-            session_ttl=_env_number("MEMORY_HUB_HTTP_SESSION_TTL", cls.session_ttl),
-            max_sessions=int(_env_number("MEMORY_HUB_HTTP_MAX_SESSIONS", cls.max_sessions)),
-        )
+        limits = cls(read_timeout=_setting("server.read_timeout"), idle_timeout=_setting("server.idle_timeout"),
+                     max_connections=_setting("server.max_connections"), session_ttl=_setting("server.session_ttl"),
+                     max_sessions=_setting("server.max_sessions"))
         fds = raise_fd_limit()
         fit = max(8, fds - max(_FD_RESERVE, fds // 4))
         if fit < limits.max_connections:

@@ -14,7 +14,10 @@ uid (``SO_PEERCRED``). The protocol is one JSON object per line each way:
 
 ``{"op": "ping"}`` → ``{"ok": true, "vault": …, "pid": …}``
 ``{"op": "recall", "prompt": …, "session_id": …, "budget": 1200}`` → ``{"ok": true, "block": …, …}``
+``{"op": "search", "query": …, "k": 10, "mode": null, "filters": {…}, "explain": false}`` →
+``{"ok": true, "results": […], …}`` (what ``memory-hub search --json`` prints; the CLI asks here first)
 
+A request may say ``"client": "cli"``, so telemetry tells a person's ``memory-hub recall`` from a hook.
 New requests go in :data:`OPS` (one function each); anything else answers ``unknown op``.
 """
 
@@ -74,10 +77,13 @@ def runtime_dir(create: bool = False) -> Path:
         base = Path(xdg)
         if not base.is_absolute():
             raise UnsafeSocketDir(f"$XDG_RUNTIME_DIR={xdg!r} is not an absolute path")
-        _check_private(base, "$XDG_RUNTIME_DIR")
         folder = base / "memory-hub"
     else:
-        folder = Path(tempfile.gettempdir()) / f"memory-hub-{os.getuid()}"
+        base, folder = None, Path(tempfile.gettempdir()) / f"memory-hub-{os.getuid()}"
+    if not create and not os.path.lexists(folder):
+        return folder  # no server made it: nothing there to trust or to connect to
+    if base is not None:
+        _check_private(base, "$XDG_RUNTIME_DIR")
     if create:
         with contextlib.suppress(FileExistsError):
             os.mkdir(folder, 0o700)  # never parents: a missing runtime dir is not ours to invent
@@ -88,8 +94,8 @@ def runtime_dir(create: bool = False) -> Path:
 def socket_path(vault: Path, create: bool = False) -> Path:
     """Where the hooks socket of ``vault`` lives (the same answer in server and hook).
 
-    Raises UnsafeSocketDir when the folder is not private, FileNotFoundError when it does not exist
-    (and ``create`` is false: no server made it)."""
+    Raises UnsafeSocketDir when the folder exists and is not private (and, with ``create``, OSError
+    when it cannot be made)."""
     vault = Path(vault).resolve()
     digest = hashlib.blake2b(str(vault).encode(), digest_size=8).hexdigest()
     path = runtime_dir(create) / f"{digest}.sock"
@@ -131,12 +137,42 @@ def _recall(state: Any, request: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(budget, int) or not 50 <= budget <= 8000:
         return {"ok": False, "error": "budget must be an integer between 50 and 8000"}
     out = answer(recaller_for_state(state), prompt, session_id if isinstance(session_id, str) else None,
-                 served_by="warm", budget=budget)
+                 served_by="cli-warm" if request.get("client") == "cli" else "warm", budget=budget)
     return {"ok": True, **out}
 
 
+def _search(state: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """The ``search`` op: the warm searcher's answer in ``memory-hub search --json``'s shape."""
+    from ..index.lexical import Filters
+    from ..retrieval.search import MODES, QueryError
+    from ..retrieval.searcher import result_json
+
+    query, k, mode = request.get("query"), request.get("k", 10), request.get("mode")
+    raw = request.get("filters") or {}
+    if not isinstance(query, str) or not isinstance(raw, dict):
+        return {"ok": False, "error": "query must be a string and filters an object"}
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+        return {"ok": False, "error": "k must be an integer between 1 and 1000"}
+    if mode is not None and mode not in MODES:
+        return {"ok": False, "error": f"unknown mode {mode!r}"}
+    lists = {name: raw.get(name) for name in ("kinds", "tags")}
+    if any(v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)) for v in lists.values()):
+        return {"ok": False, "error": "kinds and tags must be lists of strings"}
+    texts = {name: raw.get(name) for name in ("path_prefix", "since")}
+    if any(v is not None and not isinstance(v, str) for v in texts.values()):
+        return {"ok": False, "error": "path_prefix and since must be strings"}
+    filters = Filters(kinds=lists["kinds"] or None, tags=lists["tags"] or None, **texts)
+    explain = request.get("explain") is True
+    try:
+        result = state.search(query, k=k, filters=filters, mode=mode, explain=explain)
+    except QueryError as exc:
+        return {"ok": False, "error": str(exc), "query_error": True}
+    return {"ok": True, "vault": str(state.vault), **result_json(result, explain)}
+
+
 # op name → handler(state, request) → reply. The one place to add a request.
-OPS: dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]] = {"ping": _ping, "recall": _recall}
+OPS: dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]] = {"ping": _ping, "recall": _recall,
+                                                                    "search": _search}
 
 
 def dispatch(state: Any, request: Any) -> dict[str, Any]:
