@@ -190,9 +190,30 @@ def test_an_unsafe_runtime_folder_is_refused_on_both_sides(tmp_path: Path, monke
     vault.mkdir()
     with pytest.raises(local_socket.UnsafeSocketDir) as server_side:
         local_socket.socket_path(vault, create=True)
-    with pytest.raises(local_socket.UnsafeSocketDir):
-        local_socket.request(vault, {"op": "ping"})
+    if case == "not-a-dir":
+        assert local_socket.request(vault, {"op": "ping"}) is None  # nothing can listen there
+    else:
+        (real if case == "symlink" else runtime).joinpath("memory-hub").mkdir(mode=0o700)  # someone's folder
+        with pytest.raises(local_socket.UnsafeSocketDir):
+            local_socket.request(vault, {"op": "ping"})
     message = str(server_side.value)
     assert str(runtime) in message
     assert {"world-writable": "chmod 700", "group-readable": "chmod 700", "symlink": "symlink",
             "not-a-dir": "not a directory"}[case] in message
+
+
+def test_doctor_and_cli_search_say_the_socket_folder_is_unsafe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memory_hub.eval.doctor import FAIL, check_server
+
+    vault = _vault(tmp_path)
+    runtime = tmp_path / "run"
+    (runtime / "memory-hub").mkdir(parents=True)
+    os.chmod(runtime, 0o777)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    check = check_server(vault)
+    searched = subprocess.run([MEMORY_HUB, "--vault", str(vault), "search", "TLS certificate", "--json"],
+                              capture_output=True, text=True, timeout=120, env=_env(tmp_path, runtime))
+    assert check.status == FAIL and str(runtime) in check.message and "chmod 700" in check.message
+    assert searched.returncode == 0, searched.stderr
+    out = json.loads(searched.stdout)
+    assert out["results"] and any("unsafe-socket" in w for w in out["warnings"]), out["warnings"]
