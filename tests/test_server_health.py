@@ -179,21 +179,22 @@ def test_leaving_while_the_model_loads_is_clean(vector_vault: Path, how: str, co
 
 _FAULT = """
 import sys
-import memory_hub.index.sync as s
-real = s.parse_note
-def parse_note(path, text):
-    if "EXPLODE" in text:
+import memory_hub.index.lexical as lexical
+real = lexical.write_note
+def write_note(conn, note_id, note):
+    if "EXPLODE" in (getattr(note, "body", "") or ""):
         raise RecursionError("maximum recursion depth exceeded (injected: a hostile note)")
-    return real(path, text)
-s.parse_note = parse_note
+    return real(conn, note_id, note)
+lexical.write_note = write_note
 from memory_hub.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
 
 def test_a_note_whose_indexing_raises_never_wedges_the_watcher(tmp_path: Path) -> None:
-    """Whatever a parser does with a hostile file (here: an injected RecursionError, as a
-    self-referencing YAML anchor raised before issue 11), later notes are still indexed."""
+    """Whatever fails while a hostile file is indexed (here a RecursionError injected where a note is
+    written, past the parser's own per-note handling; a self-referencing YAML anchor raised one in
+    the parser before issue 11), later notes are still indexed."""
     vault = tmp_path / "vault"
     shutil.copytree(template_dir(), vault)
     sync(vault)
