@@ -82,7 +82,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
     if args.budget is None:
         args.budget = settings_of(args)["hooks.budget"]
     t0 = time.perf_counter()
-    out = None
+    out = reply = None
     if not args.in_process:
         reply = ask_server(vault, {"op": "recall", "prompt": args.prompt, "session_id": args.session,
                                    "budget": args.budget})
@@ -91,7 +91,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
         from ..hooks.prompt import answer
         from ..retrieval.recall import Recaller
 
-        out = answer(Recaller(vault), args.prompt, args.session, served_by="cli", budget=args.budget)
+        why = reply.get("error") if reply else None  # a server that could not answer: say why
+        out = answer(Recaller(vault), args.prompt, args.session, served_by="cli", budget=args.budget, fallback=why)
     event = out["telemetry"]
     if args.json:
         print_json({"block": out["block"], "injected": out["injected"], "mode": event.get("mode"),

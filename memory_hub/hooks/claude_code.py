@@ -63,7 +63,7 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
     """The block for a prompt, warm if a server answers, else cold; and how it was served."""
     from ..eval import telemetry
     from ..retrieval.hints import wait_seconds as hint_seconds
-    from ..server.local_socket import request
+    from ..server.local_socket import UnsafeSocketDir, request
     from ..services.llm import configured as llm_configured
 
     started = time.monotonic()
@@ -74,12 +74,17 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
     budget = settings(vault)["hooks.budget"]
     # With an LLM endpoint, recall may wait this long for a same-turn hint (never past our deadline).
     hint_wait = min(hint_seconds(), deadline * 0.4) if llm_configured() else 0.0
-    reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id, "budget": budget,
-                            "hint_wait_ms": int(hint_wait * 1000)},
-                    timeout=min(SOCKET_TIMEOUT, deadline * 0.4) + hint_wait)
+    try:
+        reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id, "budget": budget,
+                                "hint_wait_ms": int(hint_wait * 1000)},
+                        timeout=min(SOCKET_TIMEOUT, deadline * 0.4) + hint_wait)
+    except UnsafeSocketDir as exc:  # another user could be listening: never ask it, say why
+        reply, unsafe = None, f"unsafe-socket: {exc}"
+    else:
+        unsafe = None
     if reply and reply.get("ok"):
         return str(reply.get("block") or ""), {"served_by": "warm"}
-    fallback = "no-server" if reply is None else f"server-error: {reply.get('error')}"
+    fallback = unsafe or ("no-server" if reply is None else f"server-error: {reply.get('error')}")
 
     box: dict[str, Any] = {}
 
