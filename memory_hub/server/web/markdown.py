@@ -25,7 +25,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
-from markupsafe import escape
+from markupsafe import Markup, escape
 
 SAFE_SCHEMES = ("http", "https", "mailto")
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".avif", ".bmp", ".svg")
@@ -203,3 +203,5 @@ def is_safe_external(url: str) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.netloc) and safe_url(url)
+
+__all__ = ["Links", "Markup", "is_safe_external", "note_href", "render", "render_value", "safe_url", "search_href", "slug"]

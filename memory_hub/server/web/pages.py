@@ -101,7 +101,10 @@ def explain_hit(hit: Any) -> list[Why]:
     if cal:
         before, after = cal.get("before"), cal.get("after")
         moved = ("kept its place" if before == after else f"moved from #{before} to #{after}")
-        out.append(Why("calibration", f"calibration by raw scores {moved} (evidence z = {cal.get('z')})"))
+        z = cal.get("z")
+        if isinstance(z, dict):
+            z = ", ".join(f"{k} {v}" for k, v in z.items())
+        out.append(Why("calibration", f"calibration by raw scores {moved} (evidence z: {z})"))
     g = getattr(hit, "graph", None)
     if g:
         hops = g.get("hops")
