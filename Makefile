@@ -41,7 +41,7 @@ test: vault browser
 # browser of its own). Installed when missing and we may (root); otherwise the browser test skips and says why.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } ; } || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-ipafont-gothic >/dev/null; } ; } || \
 	  echo "note: chromium not installed; the browser test will skip" >&2
 
 # A link, so hooks, schedules and git hooks that run $(BINDIR)/memory-hub keep working: after moving
