@@ -47,6 +47,13 @@ def free_port() -> int:
 
 def wait_warm(client: httpx.Client, base: str, proc: subprocess.Popen, limit: float = 900) -> None:
     deadline = time.monotonic() + limit
+    # An idle server loads no model: the first search starts the warm-up (and runs lexically).
+    while time.monotonic() < deadline:
+        try:
+            client.get(base + "/?q=warm+up", headers=HTML, timeout=60)
+            break
+        except httpx.TransportError:
+            time.sleep(0.2)
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"server exited: {proc.stderr.read() if proc.stderr else ''}")

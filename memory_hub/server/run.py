@@ -60,8 +60,11 @@ class PortInUse(OSError):
 def bind_socket(host: str, port: int) -> socket.socket:
     """Bind the listening socket ourselves, so a taken port is a clear error before anything prints."""
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP, and
+    # without it every response after a connection's first waited ~40 ms (Nagle + delayed ACK).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host.strip("[]"), port))
         sock.listen(2048)  # with SO_REUSEADDR, a port another server listens on fails here, not at bind
