@@ -123,8 +123,8 @@ def main() -> None:
             pages: list[tuple[str, list[str]]] = []
             for mode in args.modes.split(","):
                 pages.append((f"search ({mode})", [f"{base}/?q={quote(q)}&mode={quote(mode)}" for q in QUERIES]))
-            pages.append((f"note ({len(hubs)} hubs + {len(picked) - len(hubs)} random)",
-                          [f"{base}/note/{quote(p)}" for p in picked]))
+            pages.append((f"note: {len(hubs)} most linked-to", [f"{base}/note/{quote(p)}" for p in hubs]))
+            pages.append((f"note: {len(picked) - len(hubs)} random", [f"{base}/note/{quote(p)}" for p in picked[len(hubs):]]))
             pages.append(("timeline", [f"{base}/timeline"]))
             pages.append(("health", [f"{base}/health"]))
             for name, urls in pages:
