@@ -17,8 +17,9 @@ from fastmcp.exceptions import ToolError
 from ..index import graph
 from ..index.lexical import Filters
 from ..index.sync import sync
+from ..vault.editing import WriteRefused, note_hash
 from ..vault.notes import KINDS
-from ..vault.walk import OutsideVault, UnreadableNote, read_note_text, safe_path
+from ..vault.walk import OutsideVault, UnreadableNote, decode_note, read_note_bytes, safe_path
 from .state import ServerState
 
 log = logging.getLogger("memory_hub.server")
@@ -139,6 +140,8 @@ def _resolve_note(state: ServerState, path: str) -> str:
     resolved = graph.build_resolver(conn).resolve(path.removesuffix(".md"))
     if resolved:
         return resolved
+    if path.lower().endswith(".md") and safe_path(state.vault, path).is_file():
+        return path  # on disk, not indexed yet (saved a moment ago)
     raise ToolError(f"no note at {path!r}; use a path returned by search() (vault-relative, with .md)")
 
 
@@ -151,8 +154,10 @@ def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int 
     rel = _resolve_note(state, path)
     if not rel.lower().endswith(".md"):
         raise ToolError(f"{rel} is an attachment, not a Markdown note")
+    _record_access(state, rel)  # first: the hash below must be of the bytes as they are after it
     try:
-        text = read_note_text(state.vault, rel)
+        data = read_note_bytes(state.vault, rel)
+        text = decode_note(data)
     except FileNotFoundError:
         raise ToolError(f"{rel} was deleted; the index will drop it within a second") from None
     except (UnreadableNote, OutsideVault) as exc:
@@ -163,11 +168,10 @@ def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int 
     row = state.store.note_row(rel)
     out: dict[str, Any] = {
         "path": rel, "title": row["title"] if row else rel, "from_line": from_line, "to_line": to_line,
-        "total_lines": len(lines), "text": "\n".join(chunk),
+        "total_lines": len(lines), "text": "\n".join(chunk), "hash": note_hash(data),
     }
     if to_line < len(lines):
         out["more"] = f"{len(lines) - to_line} more line(s): call read_note again with from_line={to_line + 1}"
-    _record_access(state, rel)
     return out
 
 
@@ -247,6 +251,101 @@ def capture(state: ServerState, text: str, title: str | None = None, kind: str |
     row = state.store.note_row(rel)
     return {"path": rel, "title": row["title"] if row else title, "kind": row["kind"] if row else kind,
             "indexed": row is not None, **extra, "index": report.summary()}
+
+
+def _changed(state: ServerState, paths: list[str], renamed: dict[str, str] | None = None) -> str:
+    """Index the files a write changed at once (the watcher would, a second later); its summary."""
+    return sync(state.vault, store=state.store, only=paths, renamed=renamed, progress=False).summary()
+
+
+def _check_text(text: Any, name: str = "text") -> str:
+    if not isinstance(text, str):
+        raise ToolError(f"{name} must be a string")
+    if len(text) > MAX_CAPTURE_CHARS:
+        raise ToolError(f"{name} is {len(text):,} characters; the limit is {MAX_CAPTURE_CHARS:,}")
+    return text
+
+
+def _check_hash(expected_hash: str | None, required: bool) -> str | None:
+    if expected_hash is None or not str(expected_hash).strip():
+        if required:
+            raise ToolError("expected_hash is empty: pass the hash read_note returned for this note")
+        return None
+    value = str(expected_hash).strip().lower()
+    if len(value) != 32 or any(c not in "0123456789abcdef" for c in value):
+        raise ToolError(f"expected_hash must be the 32-character hash read_note returned, not {expected_hash!r}")
+    return value
+
+
+def update_note(state: ServerState, path: str, text: str, expected_hash: str, heading: str | None = None,
+                mode: str = "append") -> dict[str, Any]:
+    from ..vault.edit import update_note as update
+
+    rel = _resolve_note(state, path)
+    try:
+        result = update(state.vault, rel, _check_text(text), _check_hash(expected_hash, True), mode=mode,
+                        heading=heading)
+    except WriteRefused as exc:
+        raise ToolError(str(exc)) from None
+    out = result.as_dict()
+    if result.changed:
+        out["index"] = _changed(state, [rel])
+    return out
+
+
+def move_note(state: ServerState, path: str, new_path: str, expected_hash: str | None = None) -> dict[str, Any]:
+    from ..vault.move import move_note as move
+
+    rel = _resolve_note(state, path)
+    if not isinstance(new_path, str) or not new_path.strip():
+        raise ToolError("new_path is empty: pass the vault-relative path the note should have, e.g. 'decisions/x.md'")
+    try:
+        result = move(state.vault, rel, new_path, _check_hash(expected_hash, False))
+    except WriteRefused as exc:
+        raise ToolError(str(exc)) from None
+    out = result.as_dict()
+    out["index"] = _changed(state, result.paths, renamed={result.old: result.new})
+    if result.skipped:
+        out["hint"] = ("some notes are being edited and still link to the old name; update them later with "
+                       "update_note, or ask the person")
+    return out
+
+
+def delete_note(state: ServerState, path: str, expected_hash: str | None = None) -> dict[str, Any]:
+    from ..vault.trash import trash_note
+
+    rel = _resolve_note(state, path)
+    try:
+        result = trash_note(state.vault, rel, _check_hash(expected_hash, False))
+    except WriteRefused as exc:
+        raise ToolError(str(exc)) from None
+    out = result.as_dict()
+    out["index"] = _changed(state, [rel])
+    out["restore"] = f"restore_note(path={rel!r}) brings it back"
+    if result.backlinks:
+        out["hint"] = f"{len(result.backlinks)} note(s) still link to it; fix them with update_note if they should not"
+    return out
+
+
+def restore_note(state: ServerState, path: str, new_path: str | None = None) -> dict[str, Any]:
+    from ..vault.trash import TRASH
+    from ..vault.trash import restore_note as restore
+
+    if not isinstance(path, str) or not path.strip():
+        raise ToolError("path is empty: pass the deleted note's path (or its .trash/ path from delete_note)")
+    path = path.strip().replace("\\", "/")
+    try:
+        safe_path(state.vault, path.removeprefix(TRASH + "/"))
+        if new_path:
+            safe_path(state.vault, new_path.strip())
+        result = restore(state.vault, path, new_path or None)
+    except OutsideVault as exc:
+        raise ToolError(f"refused: {exc}") from None
+    except WriteRefused as exc:
+        raise ToolError(str(exc)) from None
+    out = result.as_dict()
+    out["index"] = _changed(state, [result.path])
+    return out
 
 
 def _relative(state: ServerState, written: Any) -> str:

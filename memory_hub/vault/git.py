@@ -97,6 +97,70 @@ def commit_all(vault: Path, message: str) -> str | None:
     return run_git(vault, "rev-parse", "HEAD").stdout.strip()
 
 
+def _literal(paths: list[str]) -> list[str]:
+    """Pathspecs that match exactly these paths (a note named ``a [draft].md`` is not a glob)."""
+    return [f":(literal){p}" for p in paths]
+
+
+def uncommitted_paths(vault: Path) -> set[str]:
+    """Files with uncommitted changes (modified, added, deleted, untracked) in git; empty outside a repository."""
+    if not is_repo(vault):
+        return set()
+    out = run_git(vault, "status", "--porcelain", "-z", "--untracked-files=all", check=False).stdout
+    paths = set()
+    entries = out.split("\0")
+    i = 0
+    while i < len(entries):
+        entry = entries[i]
+        if len(entry) > 3:
+            paths.add(entry[3:])
+            if entry[0] in "RC":
+                i += 1
+        i += 1
+    return paths
+
+
+def ignored_paths(vault: Path, paths: list[str]) -> set[str]:
+    """Which of ``paths`` the vault's ignore rules keep out of git."""
+    if not paths:
+        return set()
+    proc = subprocess.run(["git", "check-ignore", "--no-index", "-z", "--stdin"], cwd=vault, capture_output=True,
+                          input="\0".join(paths) + "\0", text=True, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+    return {p for p in proc.stdout.split("\0") if p}
+
+
+def commit_paths(vault: Path, paths: list[str], message: str) -> str | None:
+    """Stage and commit exactly ``paths`` (whatever else is staged stays staged); the commit, or None.
+
+    A path that is neither tracked nor on disk (a note created and removed before any commit) and a
+    path the ignore rules keep out (a git-ignored ``.trash/``) are left out instead of failing the
+    commit. None when nothing of ``paths`` differs from HEAD.
+    """
+    paths = list(dict.fromkeys(paths))
+    tracked = set(run_git(vault, "ls-files", "-z", "--", *_literal(paths)).stdout.split("\0")) if paths else set()
+    present = [p for p in paths if p not in tracked and os.path.lexists(vault / p)]
+    ignored = ignored_paths(vault, present)
+    keep = [p for p in paths if p in tracked] + [p for p in present if p not in ignored]
+    if not keep:
+        return None
+    run_git(vault, "add", "-A", "--", *_literal(keep))
+    if run_git(vault, "diff", "--cached", "--quiet", "--", *_literal(keep), check=False).returncode == 0:
+        return None  # nothing differs from HEAD (someone committed these bytes already)
+    run_git(vault, "commit", "-q", "-m", message, "--", *_literal(keep), identity=True)
+    return run_git(vault, "rev-parse", "HEAD").stdout.strip()
+
+
+def deleted_in(vault: Path, rel: str) -> tuple[str, bytes] | None:
+    """The last commit that deleted ``rel`` and the file's bytes just before it, or None."""
+    proc = run_git(vault, "log", "-1", "--format=%H", "--diff-filter=D", "--", *_literal([rel]), check=False)
+    commit = proc.stdout.strip()
+    if proc.returncode != 0 or not commit:
+        return None
+    shown = subprocess.run(["git", "show", f"{commit}^:{rel}"], cwd=vault, capture_output=True,
+                           env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+    return (commit, shown.stdout) if shown.returncode == 0 else None
+
+
 # What git must never see: the index caches, and the temporary files of an atomic write in flight
 # (``vault.writer`` writes ``.mh-*.tmp`` beside a note, then renames it; a killed writer leaves one).
 IGNORED = (".memory_hub/", ".mh-*.tmp")

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import index_dir
-from .git import GitError, commit_blocker, run_git
+from .git import GitError, commit_blocker, commit_paths, run_git
 from .walk import OutsideVault, safe_path
 from .writer import NoteExists, create_note, replace_note
 
@@ -157,15 +157,11 @@ def _unstage(vault: Path, paths: list[str]) -> None:
 
 
 def _commit(vault: Path, paths: list[str], message: str, journal_id: str) -> str | None:
-    run_git(vault, "add", "-A", "--", *paths)
-    if run_git(vault, "diff", "--cached", "--quiet", "--", *paths, check=False).returncode == 0:
-        return None  # nothing differs from HEAD (someone committed these bytes already)
     text = message.rstrip("\n")
     last = text.rsplit("\n\n", 1)[-1].splitlines()
     joined = "\n" if "\n\n" in text and all(re.match(r"[\w-]+: \S", ln) for ln in last) else "\n\n"
     text += f"{joined}{TRAILER}: {journal_id}\n"  # one trailer block with the writer's own trailers
-    run_git(vault, "commit", "-q", "-m", text, "--", *paths, identity=True)
-    return _head(vault)
+    return commit_paths(vault, paths, text)
 
 
 def commit_atomically(vault: Path, changes: list[Change], message: str, name: str = "dream step") -> str | None:
