@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
+import threading
 from typing import Any
 
 from fastmcp.exceptions import ToolError
@@ -253,9 +254,30 @@ def capture(state: ServerState, text: str, title: str | None = None, kind: str |
             "indexed": row is not None, **extra, "index": report.summary()}
 
 
+INLINE_INDEX = 200  # files a write tool re-indexes before it answers; more are indexed in the background
+
+
 def _changed(state: ServerState, paths: list[str], renamed: dict[str, str] | None = None) -> str:
-    """Index the files a write changed at once (the watcher would, a second later); its summary."""
-    return sync(state.vault, store=state.store, only=paths, renamed=renamed, progress=False).summary()
+    """Index the files a write changed (the watcher would, a second later); what the index did.
+
+    A move that rewrote links in hundreds of notes would keep the client waiting for minutes of
+    re-indexing, so beyond ``INLINE_INDEX`` files that runs in a background thread and the answer
+    says so (searches meanwhile flag the pending changes).
+    """
+    def run() -> str:
+        return sync(state.vault, store=state.store, only=paths, renamed=renamed, progress=False).summary()
+
+    if len(paths) <= INLINE_INDEX:
+        return run()
+
+    def background() -> None:
+        try:
+            run()
+        except Exception as exc:  # noqa: BLE001 - the watcher's rescan catches up
+            log.warning("indexing %d changed files failed: %s", len(paths), exc)
+
+    threading.Thread(target=background, name="memory-hub-write-index", daemon=True).start()
+    return f"indexing {len(paths)} changed files in the background; searches flag them as pending until done"
 
 
 def _check_text(text: Any, name: str = "text") -> str:
@@ -275,6 +297,18 @@ def _check_hash(expected_hash: str | None, required: bool) -> str | None:
     if len(value) != 32 or any(c not in "0123456789abcdef" for c in value):
         raise ToolError(f"expected_hash must be the 32-character hash read_note returned, not {expected_hash!r}")
     return value
+
+
+MAX_LISTED = 50
+
+
+def _capped(out: dict[str, Any], key: str) -> dict[str, Any]:
+    """``out`` with the list under ``key`` cut to ``MAX_LISTED`` items and its full length beside it."""
+    items = out.get(key)
+    if isinstance(items, list) and len(items) > MAX_LISTED:
+        out[key] = items[:MAX_LISTED]
+        out[f"{key}_total"] = len(items)
+    return out
 
 
 def update_note(state: ServerState, path: str, text: str, expected_hash: str, heading: str | None = None,
@@ -303,7 +337,7 @@ def move_note(state: ServerState, path: str, new_path: str, expected_hash: str |
         result = move(state.vault, rel, new_path, _check_hash(expected_hash, False))
     except WriteRefused as exc:
         raise ToolError(str(exc)) from None
-    out = result.as_dict()
+    out = _capped(_capped(result.as_dict(), "relinked"), "skipped")
     out["index"] = _changed(state, result.paths, renamed={result.old: result.new})
     if result.skipped:
         out["hint"] = ("some notes are being edited and still link to the old name; update them later with "
@@ -319,7 +353,7 @@ def delete_note(state: ServerState, path: str, expected_hash: str | None = None)
         result = trash_note(state.vault, rel, _check_hash(expected_hash, False))
     except WriteRefused as exc:
         raise ToolError(str(exc)) from None
-    out = result.as_dict()
+    out = _capped(result.as_dict(), "backlinks")
     out["index"] = _changed(state, [rel])
     out["restore"] = f"restore_note(path={rel!r}) brings it back"
     if result.backlinks:

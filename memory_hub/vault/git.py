@@ -13,10 +13,11 @@ class GitError(RuntimeError):
     """A git command failed; the message carries git's own words."""
 
 
-def run_git(vault: Path, *args: str, check: bool = True, identity: bool = False) -> subprocess.CompletedProcess[str]:
+def run_git(vault: Path, *args: str, check: bool = True, identity: bool = False,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
     cmd = ["git"] + (_identity_args(vault) if identity else []) + list(args)
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
-    proc = subprocess.run(cmd, cwd=vault, capture_output=True, text=True, env=env)
+    proc = subprocess.run(cmd, cwd=vault, capture_output=True, text=True, env=env, input=input)
     if check and proc.returncode != 0:
         raise GitError(f"git {' '.join(args)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc
@@ -124,8 +125,7 @@ def ignored_paths(vault: Path, paths: list[str]) -> set[str]:
     """Which of ``paths`` the vault's ignore rules keep out of git."""
     if not paths:
         return set()
-    proc = subprocess.run(["git", "check-ignore", "--no-index", "-z", "--stdin"], cwd=vault, capture_output=True,
-                          input="\0".join(paths) + "\0", text=True, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+    proc = run_git(vault, "check-ignore", "--no-index", "-z", "--stdin", input="\0".join(paths) + "\0", check=False)
     return {p for p in proc.stdout.split("\0") if p}
 
 
@@ -134,19 +134,23 @@ def commit_paths(vault: Path, paths: list[str], message: str) -> str | None:
 
     A path that is neither tracked nor on disk (a note created and removed before any commit) and a
     path the ignore rules keep out (a git-ignored ``.trash/``) are left out instead of failing the
-    commit. None when nothing of ``paths`` differs from HEAD.
+    commit. None when nothing of ``paths`` differs from HEAD. The paths go to git on stdin, so a
+    move that rewrote links in thousands of notes is one commit too.
     """
     paths = list(dict.fromkeys(paths))
-    tracked = set(run_git(vault, "ls-files", "-z", "--", *_literal(paths)).stdout.split("\0")) if paths else set()
+    tracked = set(run_git(vault, "ls-files", "-z").stdout.split("\0")) & set(paths)
     present = [p for p in paths if p not in tracked and os.path.lexists(vault / p)]
     ignored = ignored_paths(vault, present)
     keep = [p for p in paths if p in tracked] + [p for p in present if p not in ignored]
     if not keep:
         return None
-    run_git(vault, "add", "-A", "--", *_literal(keep))
-    if run_git(vault, "diff", "--cached", "--quiet", "--", *_literal(keep), check=False).returncode == 0:
+    spec = "\0".join(_literal(keep)) + "\0"
+    run_git(vault, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec)
+    staged = set(run_git(vault, "diff", "--cached", "--name-only", "--no-renames", "-z").stdout.split("\0"))
+    if not staged & set(keep):
         return None  # nothing differs from HEAD (someone committed these bytes already)
-    run_git(vault, "commit", "-q", "-m", message, "--", *_literal(keep), identity=True)
+    run_git(vault, "commit", "-q", "-m", message, "--pathspec-from-file=-", "--pathspec-file-nul", input=spec,
+            identity=True)
     return run_git(vault, "rev-parse", "HEAD").stdout.strip()
 
 

@@ -150,10 +150,12 @@ def _put(vault: Path, rel: str, data: bytes | None, expected_mtime_ns: int | Non
 
 def _unstage(vault: Path, paths: list[str]) -> None:
     """Drop staged changes to ``paths`` (after a roll-back the index must match HEAD again)."""
+    spec = "".join(f":(literal){p}\0" for p in paths)  # on stdin: a step may name thousands of files
     if _head(vault):
-        run_git(vault, "reset", "-q", "--", *paths, check=False)
+        run_git(vault, "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec, check=False)
     else:
-        run_git(vault, "rm", "-q", "--cached", "--ignore-unmatch", "--", *paths, check=False)
+        run_git(vault, "rm", "-q", "--cached", "--ignore-unmatch", "--pathspec-from-file=-", "--pathspec-file-nul",
+                input=spec, check=False)
 
 
 def _commit(vault: Path, paths: list[str], message: str, journal_id: str) -> str | None:

@@ -19,18 +19,22 @@ leaves a journal the next writer completes or rolls back, so a vault never keeps
 
 from __future__ import annotations
 
+import os
 import posixpath
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+from ..config import MAX_NOTE_BYTES
 from . import frontmatter as fm
 from .editing import WriteRefused, being_edited, check_hash, note_hash, write_turn
 from .git import GitError, uncommitted_paths
 from .journal import Change, CommitBlocked, JournalConflict, commit_atomically
 from .links import MARKDOWN, WIKILINK, LinkSpan, Resolver, link_spans
 from .walk import OutsideVault, UnreadableNote, decode_note, read_note_bytes, safe_path, walk
+
+MESSAGE_LIST = 50  # notes named in a commit message (git refuses a message argument over 128 KiB)
 
 
 @dataclass
@@ -167,9 +171,14 @@ def _aliases(text: str) -> list[str]:
     return [str(a).strip() for a in value or [] if str(a).strip()]
 
 
-def _mentions(text: str, keys: set[str]) -> bool:
+def _needles(keys: set[str]) -> tuple[str, ...]:
+    """What a note's lower-cased text must contain to hold a link looked up by one of ``keys``."""
+    return tuple({k for k in keys} | {quote(k).lower() for k in keys})
+
+
+def _mentions(text: str, needles: tuple[str, ...]) -> bool:
     low = text.lower()
-    return any(k in low or quote(k).lower() in low for k in keys)
+    return any(n in low for n in needles)
 
 
 def move_note(vault: Path, old: str, new: str, expected_hash: str | None = None, *, who: str = "mcp",
@@ -245,13 +254,13 @@ def move_note(vault: Path, old: str, new: str, expected_hash: str | None = None,
 
 def _message(who: str, result: MoveResult) -> str:
     lines = [f"{who} move_note: {result.old} → {result.new}", ""]
-    if result.relinked:
-        total = sum(int(str(r["links"])) for r in result.relinked)
-        lines.append(f"Rewrote {total} link(s) in {len(result.relinked)} note(s):")
-        lines += [f"- {r['path']} ({r['links']})" for r in result.relinked]
-    if result.skipped:
-        lines.append("Left as they are (being edited):")
-        lines += [f"- {s['path']} ({s['links']})" for s in result.skipped]
+    for title, rows in (("Rewrote {links} link(s) in {notes} note(s):", result.relinked),
+                        ("Left as they are (being edited), {links} link(s) in {notes} note(s):", result.skipped)):
+        if rows:
+            lines.append(title.format(links=sum(int(str(r["links"])) for r in rows), notes=len(rows)))
+            lines += [f"- {r['path']} ({r['links']})" for r in rows[:MESSAGE_LIST]]
+            if len(rows) > MESSAGE_LIST:
+                lines.append(f"- and {len(rows) - MESSAGE_LIST} more (see the diff)")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -259,20 +268,39 @@ def _linking(vault: Path, scan: _Vault, keys: set[str], skip: str) -> tuple[dict
                                                                          dict[str, list[str]]]:
     """The notes (but ``skip``) that could hold a link looked up by one of ``keys``, and their aliases.
 
-    A plain substring test on each file's text first: on a vault of thousands of notes, only a
-    handful are parsed.
+    A plain substring test on each file's text first, on a quick read of the file the walk found
+    (no per-file confinement check: that costs most of a move on a vault of thousands of notes,
+    and a file read here only decides which notes are read again, through the safe-path layer,
+    to be parsed); only a handful are.
     """
     texts: dict[str, tuple[bytes, str]] = {}
     aliases: dict[str, list[str]] = {}
+    root = str(vault)
+    needles = _needles(keys)
     for path in scan.notes:
-        got = _read_text(vault, path) if path != skip else None
-        if got is None or not _mentions(got[1], keys):
+        if path == skip or not _quick_mentions(os.path.join(root, path), needles):
+            continue
+        got = _read_text(vault, path)
+        if got is None or not _mentions(got[1], needles):
             continue
         texts[path] = got
         found = _aliases(got[1])
         if found:
             aliases[path] = found
     return texts, aliases
+
+
+def _quick_mentions(full: str, needles: tuple[str, ...]) -> bool:
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read(MAX_NOTE_BYTES + 1)
+    except OSError:
+        return False
+    return _mentions(data.decode("utf-8", "replace"), needles)
 
 
 def backlinks(vault: Path, rel: str) -> list[str]:
