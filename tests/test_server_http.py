@@ -95,7 +95,8 @@ def test_every_tool_over_loopback(vault: Path, transport: str, path: str) -> Non
     with server(vault, transport) as (port, proc):
         out = asyncio.run(_exercise(f"http://127.0.0.1:{port}/{path}"))
         health = httpx.get(f"http://127.0.0.1:{port}/health").json()
-    assert out["tools"] == ["capture", "read_note", "recall", "related", "search", "status"]
+    assert out["tools"] == ["capture", "delete_note", "move_note", "read_note", "recall", "related", "restore_note",
+                            "search", "status", "update_note"]
     results = out["search"]["results"]
     assert results and len(results) <= 3
     assert any("tls" in r["path"].lower() or "tls" in r["title"].lower() for r in results)

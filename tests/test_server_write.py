@@ -11,20 +11,18 @@ import asyncio
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
+from test_server_stdio import MEMORY_HUB, _call  # the same real client, same helpers
 
 from memory_hub.config import template_dir
 from memory_hub.index.store import Store
 from memory_hub.index.sync import sync
 from memory_hub.vault.editing import note_hash
-
-MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
 
 TARGET = """---
 title: Target note
@@ -108,13 +106,6 @@ def vault(tmp_path: Path) -> Path:
     (v / "editing.md").write_text("# Editing\n\nSee [[target]]. And a new thought\n", encoding="utf-8")
     sync(v)
     return v
-
-
-async def _call(client: Client, tool: str, args: dict) -> tuple[bool, object]:
-    result = await client.call_tool(tool, args, raise_on_error=False)
-    if result.is_error:
-        return True, result.content[0].text
-    return False, result.structured_content
 
 
 def _serve(vault: Path) -> StdioTransport:

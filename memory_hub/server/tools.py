@@ -251,7 +251,8 @@ def capture(state: ServerState, text: str, title: str | None = None, kind: str |
     report = sync(state.vault, store=state.store, only=[rel, *[_relative(state, a) for a in also]], progress=False)
     row = state.store.note_row(rel)
     return {"path": rel, "title": row["title"] if row else title, "kind": row["kind"] if row else kind,
-            "indexed": row is not None, **extra, "index": report.summary()}
+            "indexed": row is not None, "hash": note_hash(read_note_bytes(state.vault, rel)), **extra,
+            "index": report.summary()}
 
 
 INLINE_INDEX = 200  # files a write tool re-indexes before it answers; more are indexed in the background
@@ -370,8 +371,6 @@ def restore_note(state: ServerState, path: str, new_path: str | None = None) -> 
     path = path.strip().replace("\\", "/")
     try:
         safe_path(state.vault, path.removeprefix(TRASH + "/"))
-        if new_path:
-            safe_path(state.vault, new_path.strip())
         result = restore(state.vault, path, new_path or None)
     except OutsideVault as exc:
         raise ToolError(f"refused: {exc}") from None

@@ -16,12 +16,12 @@ from pathlib import Path
 
 from ..config import MAX_NOTE_BYTES
 from . import frontmatter as fm
-from .editing import WriteRefused, check_hash, note_hash, write_turn
+from .editing import WriteRefused, check_hash, note_hash, read_for_change, write_turn
 from .git import GitError
 from .journal import Change, CommitBlocked, JournalConflict, commit_atomically
 from .markdown import mask_code
-from .redact import Redaction, redact_report
-from .walk import OutsideVault, UnreadableNote, decode_note, read_note_bytes, safe_path
+from .redact import Redaction
+from .walk import decode_note
 
 APPEND = "append"
 REPLACE = "replace"
@@ -161,10 +161,10 @@ def update_note(vault: Path, rel: str, text: str, expected_hash: str, *, mode: s
     if mode == APPEND and not text.strip():
         raise WriteRefused("text is empty: pass what to append")
     removed = Redaction("")
-    text = _redacted(text, removed)
-    heading = _redacted(heading.strip(), removed).replace("\n", " ") if heading and heading.strip() else None
+    text = removed.add(text)
+    heading = removed.add(heading.strip()).replace("\n", " ") if heading and heading.strip() else None
     with write_turn(vault) as notes:
-        data, mtime_ns = _read(vault, rel)
+        data, mtime_ns = read_for_change(vault, rel)
         previous = check_hash(rel, data, expected_hash)
         old = decode_note(data)
         crlf = "\r\n" in old  # the note's own line endings and BOM are kept
@@ -196,27 +196,3 @@ def update_note(vault: Path, rel: str, text: str, expected_hash: str, *, mode: s
         notes.append(f"{removed.summary()} before writing")
     return UpdateResult(rel, note_hash(encoded), previous, mode, heading, created, True, commit,
                         dict(removed.counts), notes)
-
-
-def _read(vault: Path, rel: str) -> tuple[bytes, int]:
-    """A note's bytes and the mtime they were read at (WriteRefused when it is not a readable note)."""
-    try:
-        full = safe_path(vault, rel)
-        mtime_ns = full.stat().st_mtime_ns
-        data = read_note_bytes(vault, rel)
-        decode_note(data)
-    except FileNotFoundError:
-        raise WriteRefused(f"no note at {rel}") from None
-    except (OutsideVault, UnreadableNote) as exc:
-        raise WriteRefused(f"cannot change {rel}: {exc}") from None
-    if full.stat().st_mtime_ns != mtime_ns:
-        raise WriteRefused(f"{rel} is being written right now; try again")
-    return data, mtime_ns
-
-
-def _redacted(text: str, into: Redaction) -> str:
-    if not text:
-        return text
-    done = redact_report(text)
-    into.counts.update(done.counts)
-    return done.text

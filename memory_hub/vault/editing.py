@@ -31,7 +31,7 @@ from ..config import index_dir
 from ..locks import file_lock
 from .git import commit_blocker, is_repo
 from .journal import pending, recover
-from .walk import content_hash
+from .walk import OutsideVault, UnreadableNote, content_hash, decode_note, read_note_bytes, safe_path
 
 EDITING_S = float(os.environ.get("MEMORY_HUB_EDITING_S", 5 * 60))
 LOCK_WAIT_S = 10.0
@@ -94,3 +94,25 @@ def write_turn(vault: Path, wait_s: float | None = None) -> Iterator[list[str]]:
         raise WriteRefused("a dream pass (or another change) is writing the vault; try again in a minute") from None
     with turn:
         yield [o.describe() for o in recover(vault)] if pending(vault) else []
+
+
+def read_for_change(vault: Path, rel: str) -> tuple[bytes, int]:
+    """A Markdown note's bytes and the mtime they were read at, for a change to be made against.
+
+    WriteRefused when there is no such note or it is not a readable one (binary, too large,
+    outside the vault), and when it is being written while it is read.
+    """
+    if not rel.lower().endswith(".md"):
+        raise WriteRefused(f"{rel} is not a Markdown note")
+    try:
+        full = safe_path(vault, rel)
+        mtime_ns = full.stat().st_mtime_ns
+        data = read_note_bytes(vault, rel)
+        decode_note(data)
+    except FileNotFoundError:
+        raise WriteRefused(f"no note at {rel}") from None
+    except (OutsideVault, UnreadableNote) as exc:
+        raise WriteRefused(f"cannot change {rel}: {exc}") from None
+    if full.stat().st_mtime_ns != mtime_ns:
+        raise WriteRefused(f"{rel} is being written right now; try again")
+    return data, mtime_ns

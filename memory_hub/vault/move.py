@@ -69,10 +69,10 @@ def _key(target: str) -> str:
 def new_path_for(old: str, new: str) -> str:
     """``new`` as a note path: ``folder/`` keeps the name, a missing ``.md`` is added."""
     new = new.strip().replace("\\", "/")
-    while new.startswith("./"):
-        new = new[2:]
-    if new.endswith("/"):
-        return new + old.rsplit("/", 1)[-1]
+    folder = new.endswith("/")
+    new = posixpath.normpath(new) if new.strip("/") else ""
+    if folder or not new or new == ".":
+        new = posixpath.join(new if new not in ("", ".") else "", old.rsplit("/", 1)[-1])
     return new if new.lower().endswith(".md") else new + ".md"
 
 

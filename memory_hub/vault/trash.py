@@ -21,10 +21,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .editing import WriteRefused, being_edited, check_hash, note_hash, write_turn
+from .editing import WriteRefused, being_edited, check_hash, note_hash, read_for_change, write_turn
 from .git import GitError, commit_paths, deleted_in, run_git, uncommitted_paths
 from .move import backlinks, new_path_for
-from .walk import OutsideVault, UnreadableNote, decode_note, read_note_bytes, safe_path
+from .walk import OutsideVault, safe_path
 from .writer import NoteExists, create_note
 
 TRASH = ".trash"
@@ -139,15 +139,8 @@ def trash_note(vault: Path, rel: str, expected_hash: str | None = None, *, who: 
     if not rel.lower().endswith(".md"):
         raise WriteRefused(f"{rel} is not a Markdown note; delete attachments in Obsidian or with `git rm`")
     with write_turn(vault) as notes:
-        try:
-            full = safe_path(vault, rel)
-            mtime = full.stat().st_mtime_ns
-            data = read_note_bytes(vault, rel)
-            decode_note(data)
-        except FileNotFoundError:
-            raise WriteRefused(f"no note at {rel}") from None
-        except (OutsideVault, UnreadableNote) as exc:
-            raise WriteRefused(f"cannot delete {rel}: {exc}") from None
+        data, mtime = read_for_change(vault, rel)
+        full = safe_path(vault, rel)
         digest = check_hash(rel, data, expected_hash)
         if expected_hash is None:
             busy = being_edited(rel, mtime, uncommitted_paths(vault), now if now is not None else time.time())
