@@ -77,3 +77,31 @@ def test_a_cut_off_private_key_is_removed_to_the_end_of_its_body() -> None:
 
 def test_the_ruleset_is_detect_secrets() -> None:
     assert ruleset_version().startswith("detect-secrets 1.")
+
+
+def test_plugin_rules_are_cached_per_version_so_a_new_process_skips_the_import(tmp_path):
+    """Each hook event is a new process: the second one reads the cached patterns instead of
+    importing detect-secrets (~1 s), and finds the same secrets."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import sys, json; from memory_hub.vault import redact as r; "
+             "out = r.redact('key AKIAIOSFODNN7EXAMPLE and xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx'); "
+             "print(json.dumps([out, 'detect_secrets' in sys.modules, len(r._ruleset())]))")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    first = json.loads(subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                                      check=True).stdout)
+    cached = list((tmp_path / "memory-hub").glob("redact-rules-detect-secrets-*.json"))
+    assert len(cached) == 1
+    second = json.loads(subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                                       check=True).stdout)
+    assert first[1] is True and second[1] is False
+    assert first[0] == second[0] and first[2] == second[2] > 20
+    assert "AKIA" not in second[0] and "xoxb-" not in second[0]
+
+    cached[0].write_text("{not json", encoding="utf-8")  # a damaged cache falls back to the package
+    third = json.loads(subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                                      check=True).stdout)
+    assert third[0] == first[0] and third[1] is True

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import MAX_NOTE_BYTES
+from ..config import max_note_bytes
 from . import frontmatter as fm
 from .editing import WriteRefused, check_hash, note_hash, read_for_change, write_turn
 from .git import GitError
@@ -179,8 +179,8 @@ def update_note(vault: Path, rel: str, text: str, expected_hash: str, *, mode: s
                                 redacted=dict(removed.counts), notes=notes)
         new = _bump_updated(new, today or _dt.date.today())
         encoded = new.encode("utf-8")
-        if len(encoded) > MAX_NOTE_BYTES:
-            raise WriteRefused(f"the note would be {len(encoded):,} bytes, over the {MAX_NOTE_BYTES:,}-byte limit "
+        if len(encoded) > max_note_bytes():
+            raise WriteRefused(f"the note would be {len(encoded):,} bytes, over the {max_note_bytes():,}-byte limit "
                                "for a note; split it")
         what = (f"{'replaced' if mode == REPLACE else 'appended to'} "
                 + (f"section {heading!r}" if heading else "the body" if mode == REPLACE else "the end"))

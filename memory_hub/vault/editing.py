@@ -7,7 +7,7 @@ work. Three guards, in this order:
 * **The content hash.** ``read_note`` returns a hash of the note's bytes; an edit names the hash it
   was made against, and a note whose bytes differ (a person saved it meanwhile) is refused with the
   current hash, so the agent reads again and redoes its change on the new text.
-* **A person mid-edit.** A note saved in the last ``EDITING_S`` seconds (5 minutes by default,
+* **A person mid-edit.** A note saved in the last ``write.editing_seconds`` (5 minutes by default,
   ``MEMORY_HUB_EDITING_S``) whose changes are not committed is being edited. Links in it are not
   rewritten (``move`` reports it instead), and moving or trashing it needs the hash of what the
   agent saw.
@@ -22,18 +22,18 @@ work. Three guards, in this order:
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..config import index_dir
+from ..config import index_dir, max_note_bytes, settings
 from ..locks import file_lock
+from . import safe_io
 from .git import commit_blocker, is_repo
 from .journal import pending, recover
-from .walk import OutsideVault, UnreadableNote, content_hash, decode_note, read_note_bytes, safe_path
+from .safe_io import OutsideVault, UnreadableNote, decode_note
+from .walk import content_hash
 
-EDITING_S = float(os.environ.get("MEMORY_HUB_EDITING_S", 5 * 60))
 LOCK_WAIT_S = 10.0
 
 
@@ -63,8 +63,13 @@ def check_hash(rel: str, data: bytes, expected: str | None) -> str:
     return current
 
 
+def editing_window(vault: Path) -> float:
+    """Seconds an uncommitted save counts as an edit in progress (setting ``write.editing_seconds``)."""
+    return float(settings(vault)["write.editing_seconds"])
+
+
 def being_edited(rel: str, mtime_ns: int, uncommitted: set[str], now: float | None = None,
-                 window_s: float = EDITING_S) -> str | None:
+                 window_s: float = 300.0) -> str | None:
     """Why ``rel`` looks like a person's edit in progress (saved recently, not committed), or None."""
     age = (now if now is not None else time.time()) - mtime_ns / 1e9
     if rel in uncommitted and age < window_s:
@@ -100,19 +105,16 @@ def read_for_change(vault: Path, rel: str) -> tuple[bytes, int]:
     """A Markdown note's bytes and the mtime they were read at, for a change to be made against.
 
     WriteRefused when there is no such note or it is not a readable one (binary, too large,
-    outside the vault), and when it is being written while it is read.
+    outside the vault). The mtime is the very file's that was read (one descriptor), so the write
+    after it is refused if anyone saved in between.
     """
     if not rel.lower().endswith(".md"):
         raise WriteRefused(f"{rel} is not a Markdown note")
     try:
-        full = safe_path(vault, rel)
-        mtime_ns = full.stat().st_mtime_ns
-        data = read_note_bytes(vault, rel)
+        data, st = safe_io.read_bytes_and_stat(vault, rel, max_note_bytes())
         decode_note(data)
     except FileNotFoundError:
         raise WriteRefused(f"no note at {rel}") from None
     except (OutsideVault, UnreadableNote) as exc:
         raise WriteRefused(f"cannot change {rel}: {exc}") from None
-    if full.stat().st_mtime_ns != mtime_ns:
-        raise WriteRefused(f"{rel} is being written right now; try again")
-    return data, mtime_ns
+    return data, st.st_mtime_ns

@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import index_dir
+from . import safe_io
 from .git import GitError, commit_blocker, commit_paths, run_git
-from .walk import OutsideVault, safe_path
-from .writer import NoteExists, create_note, replace_note
+from .safe_io import OutsideVault
+from .writer import NoteExists
 
 TRAILER = "Memory-Hub-Journal"
 
@@ -118,34 +119,32 @@ def _head(vault: Path) -> str | None:
 def _current(vault: Path, rel: str) -> bytes | None | bool:
     """The file's bytes now, None when absent, False when it cannot be ours (outside, not a regular file)."""
     try:
-        full = safe_path(vault, rel)
-    except OutsideVault:
-        return False
-    if not os.path.lexists(full):
+        return safe_io.read_bytes(vault, rel)
+    except FileNotFoundError:
         return None
-    if not full.is_file():
-        return False
-    try:
-        return full.read_bytes()
-    except OSError:
+    except (OSError, OutsideVault, safe_io.UnreadableNote):
         return False
 
 
 def _put(vault: Path, rel: str, data: bytes | None, expected_mtime_ns: int | None = None,
          create: bool = False) -> None:
     """Give one file the bytes ``data`` (None: remove it), atomically, inside the vault only."""
-    full = safe_path(vault, rel)
-    if data is None:
-        if os.path.lexists(full):
-            if expected_mtime_ns is not None and full.stat().st_mtime_ns != expected_mtime_ns:
+    if data is None:  # through safe_io: inside the vault, a regular file, no symlink race
+        try:
+            if expected_mtime_ns is not None and safe_io.stat_file(vault, rel).st_mtime_ns != expected_mtime_ns:
                 raise NoteExists(f"{rel} changed on disk since it was read; not deleted")
-            os.unlink(full)
+            safe_io.unlink_file(vault, rel)
+        except FileNotFoundError:
+            pass
+        except safe_io.UnreadableNote as exc:
+            raise NoteExists(f"{rel}: {exc}") from None
         return
-    text = data.decode("utf-8", "surrogateescape")
     if create:
-        create_note(vault, rel, text)
+        safe_io.create_file(vault, rel, data)
     else:
-        replace_note(vault, rel, text, expected_mtime_ns=expected_mtime_ns)
+        # Without an expected mtime this is a roll-back or a completion: a file the plan deletes
+        # (or that was deleted) gets its bytes back even though it is not there now.
+        safe_io.replace_file(vault, rel, data, expected_mtime_ns, create=expected_mtime_ns is None)
 
 
 def _unstage(vault: Path, paths: list[str]) -> None:

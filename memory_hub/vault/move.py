@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from ..config import MAX_NOTE_BYTES
+from ..config import max_note_bytes
 from . import frontmatter as fm
-from .editing import WriteRefused, being_edited, check_hash, note_hash, write_turn
+from .editing import WriteRefused, being_edited, check_hash, editing_window, note_hash, write_turn
 from .git import GitError, uncommitted_paths
 from .journal import Change, CommitBlocked, JournalConflict, commit_atomically
 from .links import MARKDOWN, WIKILINK, LinkSpan, Resolver, link_spans
@@ -213,9 +213,9 @@ def move_note(vault: Path, old: str, new: str, expected_hash: str | None = None,
         data, text = got
         mtime = scan.notes[old]
         check_hash(old, data, expected_hash)
-        dirty = uncommitted_paths(vault)
+        dirty, window = uncommitted_paths(vault), editing_window(vault)
         if expected_hash is None:
-            busy = being_edited(old, mtime, dirty, now)
+            busy = being_edited(old, mtime, dirty, now, window)
             if busy:
                 raise WriteRefused(f"{old} is {busy}; read it with read_note and pass its hash as expected_hash "
                                    "to move it anyway")
@@ -236,7 +236,7 @@ def move_note(vault: Path, old: str, new: str, expected_hash: str | None = None,
             rewritten, count = relink(body, path, path, before, after, old, new, keys)
             if not count:
                 continue
-            busy = being_edited(path, scan.notes[path], dirty, now)
+            busy = being_edited(path, scan.notes[path], dirty, now, window)
             if busy:
                 result.skipped.append({"path": path, "links": count,
                                        "reason": f"{busy}; its links still point to {old.removesuffix('.md')}"})
@@ -297,7 +297,7 @@ def _quick_mentions(full: str, needles: tuple[str, ...]) -> bool:
         return False
     try:
         with os.fdopen(fd, "rb") as fh:
-            data = fh.read(MAX_NOTE_BYTES + 1)
+            data = fh.read(max_note_bytes() + 1)
     except OSError:
         return False
     return _mentions(data.decode("utf-8", "replace"), needles)

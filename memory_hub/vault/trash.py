@@ -7,24 +7,30 @@ skips dot-folders, so a trashed note leaves every index. ``restore_note`` puts i
 path, or another), commits, and, when the trash copy is gone (emptied by hand, or a clone that never
 had it), restores the bytes from the commit that deleted the note.
 
-Two steps, each atomic: the copy is written to the trash first (a temporary file linked into place),
-then the note is removed. A process killed in between leaves the note *and* a copy, never neither.
+Two steps, each atomic and through ``safe_io``: the copy is written to the trash first (a temporary
+file linked into place), then the note is removed. A process killed in between leaves the note *and* a copy, never neither.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .editing import WriteRefused, being_edited, check_hash, note_hash, read_for_change, write_turn
+from . import safe_io
+from .editing import (
+    WriteRefused,
+    being_edited,
+    check_hash,
+    editing_window,
+    note_hash,
+    read_for_change,
+    write_turn,
+)
 from .git import GitError, commit_paths, deleted_in, run_git, uncommitted_paths
 from .move import backlinks, new_path_for
-from .walk import OutsideVault, safe_path
+from .safe_io import OutsideVault, UnreadableNote, safe_path
 from .writer import NoteExists, create_note
 
 TRASH = ".trash"
@@ -56,26 +62,17 @@ class RestoreResult:
         return {k: v for k, v in self.__dict__.items() if v not in (None, [])}
 
 
-def _trash_dir(vault: Path) -> Path:
-    root = Path(os.path.realpath(vault))
-    trash = root / TRASH
-    if os.path.islink(trash) or (os.path.lexists(trash) and not trash.is_dir()):
-        raise WriteRefused(f"{TRASH} in the vault is a symlink or a file, not a folder; fix it by hand first")
-    return trash
+def _trash_rel(vault: Path, trash_rel: str) -> str:
+    """``trash_rel`` checked: ``.trash/`` and then an ordinary vault path (no ``..``, no dot-folders).
 
-
-def _trash_full(vault: Path, trash_rel: str) -> Path:
-    """The file a ``.trash/…`` path names, confined to the vault's own trash folder."""
+    The files themselves are read and written through ``safe_io`` with ``hidden=True``, which
+    opens each folder without following symlinks, so a ``.trash`` made a symlink leads nowhere.
+    """
     inner = trash_rel.removeprefix(TRASH + "/")
-    safe_path(vault, inner)  # the rest is an ordinary vault path: no ``..``, no dot-folders
-    trash = _trash_dir(vault)
-    full = trash / inner
-    folder = full.parent
-    while folder != trash:  # no folder inside the trash may be a symlink (to leave it)
-        if os.path.islink(folder):
-            raise OutsideVault(f"{trash_rel}: {folder.name}/ is a symlink")
-        folder = folder.parent
-    return full
+    if inner == trash_rel:
+        raise OutsideVault(f"not a trash path: {trash_rel}")
+    safe_path(vault, inner)
+    return f"{TRASH}/{inner}"
 
 
 def _copy_name(rel: str, n: int) -> str:
@@ -94,38 +91,11 @@ def copies(vault: Path, rel: str) -> list[str]:
     for n in range(1, 1000):
         trash_rel = _copy_name(rel, n)
         try:
-            full = _trash_full(vault, trash_rel)
-        except (OutsideVault, WriteRefused):
-            return []
-        if full.is_file():
-            found.append((full.stat().st_mtime_ns, trash_rel))
-        elif n > 1:
-            break
+            found.append((safe_io.stat_file(vault, _trash_rel(vault, trash_rel), hidden=True).st_mtime_ns, trash_rel))
+        except (OSError, OutsideVault, UnreadableNote):
+            if n > 1:
+                break
     return [p for _m, p in sorted(found, reverse=True)]
-
-
-def _write_new(full: Path, data: bytes) -> None:
-    """Create ``full`` with ``data`` atomically, never over an existing file (FileExistsError)."""
-    full.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".mh-", suffix=".tmp", dir=full.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.link(tmp, full)
-    finally:
-        os.unlink(tmp)
-    _fsync_dir(full.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _unstage(vault: Path, paths: list[str]) -> None:
@@ -140,33 +110,37 @@ def trash_note(vault: Path, rel: str, expected_hash: str | None = None, *, who: 
         raise WriteRefused(f"{rel} is not a Markdown note; delete attachments in Obsidian or with `git rm`")
     with write_turn(vault) as notes:
         data, mtime = read_for_change(vault, rel)
-        full = safe_path(vault, rel)
         digest = check_hash(rel, data, expected_hash)
         if expected_hash is None:
-            busy = being_edited(rel, mtime, uncommitted_paths(vault), now if now is not None else time.time())
+            busy = being_edited(rel, mtime, uncommitted_paths(vault), now if now is not None else time.time(),
+                                editing_window(vault))
             if busy:
                 raise WriteRefused(f"{rel} is {busy}; read it with read_note and pass its hash as expected_hash "
                                    "to delete it anyway")
         linked = backlinks(vault, rel)  # while it is still there to resolve to
         for n in range(1, 1000):
-            trash_rel = _copy_name(rel, n)
+            trash_rel = _trash_rel(vault, _copy_name(rel, n))
             try:
-                _write_new(_trash_full(vault, trash_rel), data)
+                safe_io.create_file(vault, trash_rel, data, hidden=True)
                 break
-            except FileExistsError:
+            except NoteExists:
                 continue
+            except (OSError, OutsideVault) as exc:
+                raise WriteRefused(f"cannot write to {TRASH}/: {exc}") from None
         else:
             raise WriteRefused(f"the trash holds too many copies of {rel}; empty {TRASH}/ first")
-        if full.stat().st_mtime_ns != mtime:
-            _trash_full(vault, trash_rel).unlink()
-            raise WriteRefused(f"{rel} changed while it was being deleted; nothing was deleted")
-        os.unlink(full)
-        _fsync_dir(full.parent)
+        try:
+            if safe_io.stat_file(vault, rel).st_mtime_ns != mtime:
+                raise NoteExists(rel)
+            safe_io.unlink_file(vault, rel)
+        except (OSError, NoteExists, UnreadableNote):
+            safe_io.unlink_file(vault, trash_rel, hidden=True)
+            raise WriteRefused(f"{rel} changed while it was being deleted; nothing was deleted") from None
         try:
             commit = commit_paths(vault, [rel, trash_rel], f"{who} delete_note: {rel} → {trash_rel}\n")
         except GitError as exc:
-            _write_new(full, data)
-            _trash_full(vault, trash_rel).unlink()
+            safe_io.create_file(vault, rel, data)
+            safe_io.unlink_file(vault, trash_rel, hidden=True)
             _unstage(vault, [rel, trash_rel])
             raise WriteRefused(f"not deleted (git refused the commit; the note is back): {exc}") from None
     return TrashResult(rel, trash_rel, digest, commit, linked, notes)
@@ -197,11 +171,11 @@ def restore_note(vault: Path, path: str, new_path: str | None = None, *, who: st
         source: str
         if trash_rel is not None:
             try:
-                full = _trash_full(vault, trash_rel)
-                data = full.read_bytes()
+                trash_rel = _trash_rel(vault, trash_rel)
+                data = safe_io.read_bytes(vault, trash_rel, hidden=True)
             except FileNotFoundError:
                 raise WriteRefused(f"nothing at {trash_rel}") from None
-            except (OSError, OutsideVault) as exc:
+            except (OSError, OutsideVault, UnreadableNote) as exc:
                 raise WriteRefused(f"cannot restore {trash_rel}: {exc}") from None
             source = trash_rel
         else:
@@ -217,14 +191,14 @@ def restore_note(vault: Path, path: str, new_path: str | None = None, *, who: st
         except (OutsideVault, UnicodeDecodeError) as exc:
             raise WriteRefused(f"cannot restore to {target}: {exc}") from None
         if trash_rel is not None:
-            full.unlink()
+            safe_io.unlink_file(vault, trash_rel, hidden=True)
         paths = [target] + ([trash_rel] if trash_rel else [])
         try:
             commit = commit_paths(vault, paths, f"{who} restore_note: {target} ← {source}\n")
         except GitError as exc:
             if trash_rel is not None:
-                _write_new(full, data)
-            safe_path(vault, target).unlink()
+                safe_io.create_file(vault, trash_rel, data, hidden=True)
+            safe_io.unlink_file(vault, target)
             _unstage(vault, paths)
             raise WriteRefused(f"not restored (git refused the commit; the trash is as it was): {exc}") from None
     return RestoreResult(target, source, note_hash(data), commit, notes)
