@@ -199,3 +199,34 @@ def test_a_move_killed_half_way_is_completed_by_the_next_write(tmp_path: Path, m
     subjects = git(vault, "log", "--format=%s", "-2").splitlines()
     assert subjects == ["mcp update_note: c.md (appended to the end)", "mcp move_note: a.md → z.md"]
     assert git(vault, "status", "--porcelain") == ""
+
+
+def test_cli_note_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from memory_hub.cli import main
+
+    vault = make_repo(tmp_path, {"a.md": "# A\n\n## Log\n\n- one\n", "b.md": "# B\n\nsee [[a#Log]]\n"})
+    old = time.time() - 3600
+    for p in vault.glob("*.md"):
+        os.utime(p, (old, old))
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = main(["--vault", str(vault), *argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, out, _ = run("note", "hash", "a.md")
+    assert code == 0 and out.strip() == h(vault, "a.md")
+    code, out, _ = run("note", "update", "a.md", "- two", "--heading", "Log", "--hash", out.strip(), "--json")
+    assert code == 0 and json.loads(out)["commit"] and (vault / "a.md").read_text().endswith("- one\n- two\n")
+    code, out, err = run("note", "update", "a.md", "x", "--hash", "0" * 32)
+    assert code != 0 and "changed since it was read" in err and len(err.strip().splitlines()) == 1
+    code, out, _ = run("note", "move", "a.md", "notes/")
+    assert code == 0 and "moved a.md → notes/a.md" in out
+    assert "see [[a#Log]]" in (vault / "b.md").read_text()  # the bare name still finds it: left as written
+    code, out, _ = run("note", "delete", "notes/a.md")
+    assert code == 0 and ".trash/notes/a.md" in out and "b.md" in out
+    code, out, _ = run("note", "restore", "notes/a.md")
+    assert code == 0 and (vault / "notes/a.md").is_file()
+    assert git(vault, "log", "--format=%s", "-1").strip() == "memory-hub restore_note: notes/a.md ← .trash/notes/a.md"
