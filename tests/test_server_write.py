@@ -138,6 +138,7 @@ def test_update_and_move_over_stdio(vault: Path) -> None:
                 "expected_hash": out["replace"][1]["hash"], "text": "x"})
             out["move"] = await _call(client, "move_note", {"path": "folder/target.md",
                                                             "new_path": "archive/2026/renamed"})
+            out["read_after"] = await _call(client, "read_note", {"path": "archive/2026/renamed.md"})
             out["search"] = await _call(client, "search", {"query": "Target note", "k": 3})
             out["related"] = await _call(client, "related", {"path": "archive/2026/renamed.md"})
             out["taken"] = await _call(client, "move_note", {"path": "linker.md", "new_path": "home.md"})
@@ -190,6 +191,8 @@ def test_update_and_move_over_stdio(vault: Path) -> None:
     assert "editing.md" not in git(vault, "show", "--name-only", "--format=", "HEAD")
     assert "1 renamed" in moved["index"]
 
+    err, read_after = out["read_after"]
+    assert not err and read_after["usage"]["reads"] == 2, read_after  # the read before the move followed it
     err, search = out["search"]
     assert not err and search["results"][0]["path"] == "archive/2026/renamed.md"
     err, related = out["related"]

@@ -17,6 +17,16 @@ def _index(vault: Any, paths: list[str], renamed: dict[str, str] | None = None) 
     return sync(vault, only=paths, renamed=renamed, progress=False).summary()
 
 
+def _carry_usage(vault: Any, old: str, new: str) -> None:
+    from ..index import usage
+    from ..index.store import Store
+
+    try:
+        usage.carry(Store(vault), vault, old, new)
+    except Exception as exc:  # noqa: BLE001 - the move is committed; say what did not follow
+        print(f"warning: usage counts of {old} did not follow it: {exc}", file=sys.stderr)
+
+
 def cmd_note(args: argparse.Namespace) -> int:
     from ..vault.editing import WriteRefused, note_hash
 
@@ -47,6 +57,7 @@ def cmd_note(args: argparse.Namespace) -> int:
             if args.arg is None:
                 raise CliError("usage: memory-hub note move PATH NEW_PATH [--hash HASH]")
             moved = move_note(vault, path, args.arg, args.hash, who=WHO)
+            _carry_usage(vault, moved.old, moved.new)
             out = moved.as_dict()
             out["index"] = _index(vault, moved.paths, {moved.old: moved.new})
             text = f"moved {moved.old} → {moved.new}; links rewritten in {len(moved.relinked)} note(s)"

@@ -230,6 +230,16 @@ def for_note(store: Store, path: str) -> Usage:
     return counts(store, [path]).get(path, NONE)
 
 
+def carry(store: Store, vault: Path, old: str, new: str) -> Usage:
+    """A moved note keeps its counts: a ``baseline`` event at ``new`` with ``old``'s totals (events
+    are logged by path, so without it a rename would start the note from zero)."""
+    fold(store, vault)
+    moved = for_note(store, old)
+    if moved.reads or moved.useful:
+        log.record_baselines(Path(vault), {new: (moved.reads, moved.useful)})
+    return moved
+
+
 def summary(store: Store, vault: Path | None = None) -> dict[str, Any]:
     """What the index knows about usage, for ``status``: events folded, notes used, sources."""
     conn = store.conn

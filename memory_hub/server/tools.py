@@ -346,11 +346,21 @@ def move_note(state: ServerState, path: str, new_path: str, expected_hash: str |
     except WriteRefused as exc:
         raise ToolError(str(exc)) from None
     out = _capped(_capped(result.as_dict(), "relinked"), "skipped")
+    _carry_usage(state, result.old, result.new)
     out["index"] = _changed(state, result.paths, renamed={result.old: result.new})
     if result.skipped:
         out["hint"] = ("some notes are being edited and still link to the old name; update them later with "
                        "update_note, or ask the person")
     return out
+
+
+def _carry_usage(state: ServerState, old: str, new: str) -> None:
+    from ..index import usage
+
+    try:
+        usage.carry(state.store, state.vault, old, new)
+    except Exception as exc:  # noqa: BLE001 - the move is done and committed; counts are secondary
+        log.warning("usage counts of %s did not follow it to %s: %s", old, new, exc)
 
 
 def delete_note(state: ServerState, path: str, expected_hash: str | None = None) -> dict[str, Any]:
