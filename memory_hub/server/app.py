@@ -200,7 +200,7 @@ def build_server(state: ServerState) -> FastMCP:
         links: Annotated[list[str] | None, Field(description="Names of existing notes to link with [[wikilinks]].")] = None,
     ) -> dict[str, Any]:
         """Save a new note into the vault's capture folder and index it at once. Never overwrites
-        an existing note; returns the new note's path."""
+        an existing note; returns the new note's path and hash (for update_note)."""
         return tools.capture(state, text, title, kind, tags, links)
 
     @mcp.tool(annotations=CHANGES, title="Update a note")

@@ -160,6 +160,9 @@ def update_note(vault: Path, rel: str, text: str, expected_hash: str, *, mode: s
         raise WriteRefused("text contains NUL bytes; binary content is not a note")
     if mode == APPEND and not text.strip():
         raise WriteRefused("text is empty: pass what to append")
+    if mode == REPLACE and not (heading and heading.strip()) and not text.strip():
+        raise WriteRefused("text is empty: replacing the whole body with nothing would empty the note; "
+                           "retire it with delete_note instead (recoverable)")
     removed = Redaction("")
     text = removed.add(text)
     heading = removed.add(heading.strip()).replace("\n", " ") if heading and heading.strip() else None

@@ -30,8 +30,7 @@ from .editing import (
 )
 from .git import GitError, commit_paths, deleted_in, run_git, uncommitted_paths
 from .move import backlinks, new_path_for
-from .safe_io import OutsideVault, UnreadableNote, safe_path
-from .writer import NoteExists, create_note
+from .safe_io import NoteExists, OutsideVault, UnreadableNote, safe_path
 
 TRASH = ".trash"
 _COPY = re.compile(r" \((\d+)\)(\.md)$", re.I)
@@ -185,10 +184,10 @@ def restore_note(vault: Path, path: str, new_path: str | None = None, *, who: st
             commit_id, data = hit
             source = f"git:{commit_id[:12]}"
         try:
-            create_note(vault, target, data.decode("utf-8"))
+            safe_io.create_file(vault, target, data)
         except NoteExists:
             raise WriteRefused(f"a note already exists at {target}; pass new_path to restore it elsewhere") from None
-        except (OutsideVault, UnicodeDecodeError) as exc:
+        except (OSError, OutsideVault) as exc:
             raise WriteRefused(f"cannot restore to {target}: {exc}") from None
         if trash_rel is not None:
             safe_io.unlink_file(vault, trash_rel, hidden=True)
