@@ -230,3 +230,47 @@ def test_cli_note_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     code, out, _ = run("note", "restore", "notes/a.md")
     assert code == 0 and (vault / "notes/a.md").is_file()
     assert git(vault, "log", "--format=%s", "-1").strip() == "memory-hub restore_note: notes/a.md ← .trash/notes/a.md"
+
+
+def test_usage_follows_a_move_a_move_back_and_a_restore_elsewhere(tmp_path: Path) -> None:
+    from memory_hub.index import usage
+    from memory_hub.index.store import Store
+    from memory_hub.index.sync import sync
+    from memory_hub.vault.usage import record_read, record_useful
+
+    vault = make_repo(tmp_path / "v", {"a.md": "---\naccess_count: 5\n---\n# A\n", "other.md": "# O\n"})
+    old = time.time() - 3600
+    for p in ("a.md", "other.md"):
+        os.utime(vault / p, (old, old))
+    sync(vault)
+    store = Store(vault)
+
+    def count(rel: str) -> tuple[int, int]:
+        usage.fold(store, vault)
+        got = usage.for_note(store, rel)
+        return got.reads, got.useful
+
+    for _ in range(2):
+        record_read(vault, "a.md")
+    record_useful(vault, ["a.md"])
+    assert count("a.md") == (7, 1)  # 5 from its frontmatter, 2 read events
+    move_note(vault, "a.md", "b.md")
+    usage.carry(store, vault, "a.md", "b.md")
+    sync(vault, store=store, only=["a.md", "b.md"], renamed={"a.md": "b.md"})
+    assert count("b.md") == (7, 1)
+    record_read(vault, "b.md")
+    move_note(vault, "b.md", "a.md")
+    usage.carry(store, vault, "b.md", "a.md")
+    sync(vault, store=store, only=["a.md", "b.md"], renamed={"b.md": "a.md"})
+    assert count("a.md") == (8, 1)  # the two reads logged at a.md before are not counted twice
+    assert git(vault, "status", "--porcelain") == ""  # the baseline went to the journal, not the tracked log
+
+    record_read(vault, "a.md")
+    trash_note(vault, "a.md")
+    sync(vault, store=store, only=["a.md"])
+    restored = restore_note(vault, "a.md", new_path="kept/a.md")
+    assert restored.moved_from == "a.md"
+    sync(vault, store=store, only=["kept/a.md"])
+    usage.carry(store, vault, "a.md", "kept/a.md")
+    assert count("kept/a.md") == (9, 1)
+    store.close()

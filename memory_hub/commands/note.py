@@ -22,7 +22,11 @@ def _carry_usage(vault: Any, old: str, new: str) -> None:
     from ..index.store import Store
 
     try:
-        usage.carry(Store(vault), vault, old, new)
+        store = Store(vault)
+        try:
+            usage.carry(store, vault, old, new)
+        finally:
+            store.close()
     except Exception as exc:  # noqa: BLE001 - the move is committed; say what did not follow
         print(f"warning: usage counts of {old} did not follow it: {exc}", file=sys.stderr)
 
@@ -77,6 +81,8 @@ def cmd_note(args: argparse.Namespace) -> int:
             restored = restore_note(vault, path, args.arg, who=WHO)
             out = restored.as_dict()
             out["index"] = _index(vault, [restored.path])
+            if restored.moved_from:
+                _carry_usage(vault, restored.moved_from, restored.path)
             text = f"restored {restored.path} from {restored.source}"
     except WriteRefused as exc:
         raise CliError(str(exc)) from None

@@ -211,7 +211,7 @@ def build_server(state: ServerState) -> FastMCP:
         return tools.capture(state, text, title, kind, tags, links)
 
     @mcp.tool(annotations=CHANGES, title="Update a note")
-    @_guarded
+    @guarded
     def update_note(
         path: Annotated[str, Field(description="Vault-relative path of the note, e.g. 'decisions/use-sqlite.md'.")],
         text: Annotated[str, Field(description="Markdown to write. Secrets are redacted before writing.")],
@@ -230,7 +230,7 @@ def build_server(state: ServerState) -> FastMCP:
         return tools.update_note(state, path, text, expected_hash, heading, mode)
 
     @mcp.tool(annotations=CHANGES, title="Move or rename a note")
-    @_guarded
+    @guarded
     def move_note(
         path: Annotated[str, Field(description="Vault-relative path of the note to move.")],
         new_path: Annotated[str, Field(description="Its new vault-relative path ('.md' added when missing; "
@@ -244,7 +244,7 @@ def build_server(state: ServerState) -> FastMCP:
         return tools.move_note(state, path, new_path, expected_hash)
 
     @mcp.tool(annotations=CHANGES, title="Delete a note (to the trash)")
-    @_guarded
+    @guarded
     def delete_note(
         path: Annotated[str, Field(description="Vault-relative path of the note to retire.")],
         expected_hash: Annotated[str | None, Field(description=HASH_HELP + " Needed when a person is "
@@ -256,7 +256,7 @@ def build_server(state: ServerState) -> FastMCP:
         return tools.delete_note(state, path, expected_hash)
 
     @mcp.tool(annotations=RESTORES, title="Restore a deleted note")
-    @_guarded
+    @guarded
     def restore_note(
         path: Annotated[str, Field(description="The deleted note's old path, or the 'trash_path' delete_note "
                                                "returned.")],

@@ -397,6 +397,8 @@ def restore_note(state: ServerState, path: str, new_path: str | None = None) -> 
         raise ToolError(str(exc)) from None
     out = result.as_dict()
     out["index"] = _changed(state, [result.path])
+    if result.moved_from:
+        _carry_usage(state, result.moved_from, result.path)
     return out
 
 

@@ -31,6 +31,7 @@ from ..locks import file_lock
 from . import safe_io
 from .git import commit_blocker, is_repo
 from .journal import pending, recover
+from .redact import redact_report
 from .safe_io import OutsideVault, UnreadableNote, decode_note
 from .walk import content_hash
 
@@ -99,6 +100,16 @@ def write_turn(vault: Path, wait_s: float | None = None) -> Iterator[list[str]]:
         raise WriteRefused("a dream pass (or another change) is writing the vault; try again in a minute") from None
     with turn:
         yield [o.describe() for o in recover(vault)] if pending(vault) else []
+
+
+def check_new_path(new: str) -> str:
+    """``new`` (a path an agent chose) unless it holds what looks like a secret: a path is written
+    into a file name, a commit message and every index, where redaction cannot reach it later."""
+    found = redact_report(new)
+    if found.counts:
+        kinds = ", ".join(sorted(found.counts))
+        raise WriteRefused(f"new_path holds what looks like a secret ({kinds}); pick a path without it")
+    return new
 
 
 def read_for_change(vault: Path, rel: str) -> tuple[bytes, int]:

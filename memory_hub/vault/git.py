@@ -156,15 +156,27 @@ def commit_paths(vault: Path, paths: list[str], message: str) -> str | None:
     return run_git(vault, "rev-parse", "HEAD").stdout.strip()
 
 
+def _show(vault: Path, spec: str) -> bytes | None:
+    shown = subprocess.run(["git", "show", spec], cwd=vault, capture_output=True,
+                           env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+    return shown.stdout if shown.returncode == 0 else None
+
+
 def deleted_in(vault: Path, rel: str) -> tuple[str, bytes] | None:
-    """The last commit that deleted ``rel`` and the file's bytes just before it, or None."""
+    """The last commit that deleted ``rel`` and the file's bytes just before it, or None.
+
+    A file still in HEAD (removed from the working tree only) comes back as HEAD has it.
+    """
+    head = run_git(vault, "rev-parse", "-q", "--verify", "HEAD", check=False).stdout.strip()
+    data = _show(vault, f"HEAD:{rel}") if head else None
+    if data is not None:
+        return head, data
     proc = run_git(vault, "log", "-1", "--format=%H", "--diff-filter=D", "--", *_literal([rel]), check=False)
     commit = proc.stdout.strip()
     if proc.returncode != 0 or not commit:
         return None
-    shown = subprocess.run(["git", "show", f"{commit}^:{rel}"], cwd=vault, capture_output=True,
-                           env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
-    return (commit, shown.stdout) if shown.returncode == 0 else None
+    data = _show(vault, f"{commit}^:{rel}")
+    return (commit, data) if data is not None else None
 
 
 # What git must never see: the index caches, and the temporary files of an atomic write in flight

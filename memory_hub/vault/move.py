@@ -28,7 +28,16 @@ from urllib.parse import quote, unquote
 
 from ..config import max_note_bytes
 from . import frontmatter as fm
-from .editing import WriteRefused, being_edited, check_hash, editing_window, note_hash, write_turn
+from .editing import (
+    WriteRefused,
+    being_edited,
+    check_hash,
+    check_new_path,
+    editing_window,
+    note_hash,
+    read_for_change,
+    write_turn,
+)
 from .git import GitError, uncommitted_paths
 from .journal import Change, CommitBlocked, JournalConflict, commit_atomically
 from .links import MARKDOWN, WIKILINK, LinkSpan, Resolver, link_spans
@@ -191,7 +200,7 @@ def move_note(vault: Path, old: str, new: str, expected_hash: str | None = None,
     """
     vault = Path(vault)
     now = time.time() if now is None else now
-    new = new_path_for(old, new)
+    new = check_new_path(new_path_for(old, new))
     if not old.lower().endswith(".md"):
         raise WriteRefused(f"{old} is not a Markdown note; move attachments in Obsidian or with `git mv`")
     if new == old:
@@ -203,6 +212,7 @@ def move_note(vault: Path, old: str, new: str, expected_hash: str | None = None,
     with write_turn(vault) as notes:
         scan = _scan(vault)
         if old not in scan.notes:
+            read_for_change(vault, old)  # the precise reason: a symlink, outside the vault, binary …
             raise WriteRefused(f"no note at {old}")
         taken = next((p for p in scan.paths if p.lower() == new.lower() and p != old), None)
         if taken:

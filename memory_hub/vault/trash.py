@@ -23,6 +23,7 @@ from .editing import (
     WriteRefused,
     being_edited,
     check_hash,
+    check_new_path,
     editing_window,
     note_hash,
     read_for_change,
@@ -56,6 +57,7 @@ class RestoreResult:
     hash: str
     commit: str | None = None
     notes: list[str] = field(default_factory=list)
+    moved_from: str | None = None  # the note's old path, when new_path put it elsewhere
 
     def as_dict(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if v not in (None, [])}
@@ -84,15 +86,21 @@ def original_path(trash_rel: str) -> str:
     return _COPY.sub(r"\2", trash_rel.removeprefix(TRASH + "/"))
 
 
-def copies(vault: Path, rel: str) -> list[str]:
-    """The trash copies of ``rel``, newest first."""
+def copies(vault: Path, rel: str, refused: list[str] | None = None) -> list[str]:
+    """The trash copies of ``rel``, newest first; a copy that cannot be read safely (a symlink, a
+    ``.trash`` that leads out of the vault) is left out and, with ``refused`` given, named there."""
     found = []
     for n in range(1, 1000):
         trash_rel = _copy_name(rel, n)
         try:
             found.append((safe_io.stat_file(vault, _trash_rel(vault, trash_rel), hidden=True).st_mtime_ns, trash_rel))
-        except (OSError, OutsideVault, UnreadableNote):
+        except FileNotFoundError:
             if n > 1:
+                break
+        except (OSError, OutsideVault, UnreadableNote) as exc:
+            if refused is not None:
+                refused.append(f"{trash_rel}: {exc}")
+            if n > 1 or isinstance(exc, OutsideVault):  # the folder itself leads out: so will every copy
                 break
     return [p for _m, p in sorted(found, reverse=True)]
 
@@ -153,20 +161,26 @@ def restore_note(vault: Path, path: str, new_path: str | None = None, *, who: st
     """
     vault = Path(vault)
     path = path.strip().replace("\\", "/")
+    original = original_path(path) if path.startswith(TRASH + "/") else path
+    target = check_new_path(new_path_for(original, new_path)) if new_path else original
+    for what, rel in (("path", original), ("new_path", target)):
+        try:
+            safe_path(vault, rel)
+        except OutsideVault as exc:
+            raise WriteRefused(f"refused {what}: {exc}") from None
+    if not target.lower().endswith(".md"):
+        raise WriteRefused(f"{target} is not a Markdown note path (it must end in .md)")
     with write_turn(vault) as notes:
         if path.startswith(TRASH + "/"):
             trash_rel: str | None = path
-            original = original_path(path)
         else:
-            original = path
-            found = copies(vault, path)
+            refused: list[str] = []
+            found = copies(vault, path, refused)
             trash_rel = found[0] if found else None
             if len(found) > 1:
                 notes.append(f"{len(found)} copies in the trash; restored the newest, {found[0]} "
                              f"(the others: {', '.join(found[1:])})")
-        target = new_path_for(original, new_path) if new_path else original
-        if not target.lower().endswith(".md"):
-            raise WriteRefused(f"{target} is not a Markdown note path (it must end in .md)")
+            notes += [f"left alone (not a safe file inside the vault): {r}" for r in refused]
         source: str
         if trash_rel is not None:
             try:
@@ -200,4 +214,4 @@ def restore_note(vault: Path, path: str, new_path: str | None = None, *, who: st
             safe_io.unlink_file(vault, target)
             _unstage(vault, paths)
             raise WriteRefused(f"not restored (git refused the commit; the trash is as it was): {exc}") from None
-    return RestoreResult(target, source, note_hash(data), commit, notes)
+    return RestoreResult(target, source, note_hash(data), commit, notes, original if target != original else None)
