@@ -281,3 +281,97 @@ def test_delete_restore_and_argument_errors_over_stdio(vault: Path) -> None:
     assert "query: input should be a valid string (got 3)" in messages[8]
     assert not (vault.parent / "escape.md").exists() and not (vault / ".obsidian/x.md").exists()
     assert (vault / "linker.md").read_bytes() == before["linker.md"]
+
+
+def test_hostile_input_over_stdio(vault: Path, tmp_path: Path) -> None:
+    """Symlinks out of the vault, ../ paths, stale hashes, a person's edit, secrets, a merge in progress:
+    every call is refused in one line, and nothing inside or outside the vault changes."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Outside\n\nnot the vault's\n", encoding="utf-8")
+    (vault / "link.md").symlink_to(outside / "secret.md")
+    (vault / "linkdir").symlink_to(outside, target_is_directory=True)
+    outside_hash = note_hash((outside / "secret.md").read_bytes())
+    token = "ghp_1A2b3C4d5E6f7G8h9I0jK1l2M3n4O5p6Q7r8"
+
+    async def scenario() -> dict:
+        out: dict = {}
+        async with Client(_serve(vault)) as client:
+            _, read = await _call(client, "read_note", {"path": "linker.md"})
+            h = read["hash"]
+            calls = {
+                "update_symlink": ("update_note", {"path": "link.md", "text": "x", "expected_hash": outside_hash}),
+                "update_in_linkdir": ("update_note", {"path": "linkdir/secret.md", "text": "x",
+                                                      "expected_hash": outside_hash}),
+                "move_symlink": ("move_note", {"path": "link.md", "new_path": "moved.md"}),
+                "delete_symlink": ("delete_note", {"path": "link.md"}),
+                "move_into_linkdir": ("move_note", {"path": "linker.md", "new_path": "linkdir/linker.md"}),
+                "move_into_git": ("move_note", {"path": "linker.md", "new_path": ".git/linker.md"}),
+                "move_secret_path": ("move_note", {"path": "linker.md", "new_path": f"keys/{token}.md"}),
+                "restore_dotdot": ("restore_note", {"path": ".trash/../../outside/secret.md"}),
+                "restore_up": ("restore_note", {"path": "../outside/secret.md"}),
+                "restore_new_up": ("restore_note", {"path": "folder/target.md", "new_path": "../x.md"}),
+                "move_stale": ("move_note", {"path": "linker.md", "new_path": "l2.md", "expected_hash": "0" * 32}),
+                "delete_stale": ("delete_note", {"path": "linker.md", "expected_hash": "0" * 32}),
+            }
+            for key, (tool, args) in calls.items():
+                out[key] = await _call(client, tool, args)
+            # A person saves the note after the agent read it: the agent's edit is refused.
+            (vault / "linker.md").write_text(LINKER + "\nA person's line.\n", encoding="utf-8")
+            out["update_after_person"] = await _call(client, "update_note", {
+                "path": "linker.md", "text": "agent text", "expected_hash": h})
+            # The trash folder leads out of the vault: nothing is written there, the note stays.
+            (vault / ".trash").symlink_to(outside, target_is_directory=True)
+            out["delete_into_symlinked_trash"] = await _call(client, "delete_note", {"path": "home.md"})
+            (vault / ".trash").unlink()
+            # A merge, then a rebase, in progress: no write commits into it.
+            _, read2 = await _call(client, "read_note", {"path": "home.md"})
+            (vault / ".git/MERGE_HEAD").write_text(git(vault, "rev-parse", "HEAD"))
+            out["mid_merge"] = await _call(client, "update_note", {"path": "home.md", "text": "x",
+                                                                   "expected_hash": read2["hash"]})
+            (vault / ".git/MERGE_HEAD").unlink()
+            (vault / ".git/rebase-merge").mkdir()
+            out["mid_rebase"] = await _call(client, "move_note", {"path": "home.md", "new_path": "home2.md"})
+            (vault / ".git/rebase-merge").rmdir()
+            # A secret in a heading is redacted like one in the text.
+            out["heading_secret"] = await _call(client, "update_note", {
+                "path": "home.md", "heading": f"Key {token}", "text": f"value {token}",
+                "expected_hash": read2["hash"]})
+        return out
+
+    head = git(vault, "rev-parse", "HEAD").strip()
+    before = {p.relative_to(vault).as_posix(): p.read_bytes() for p in vault.rglob("*.md")
+              if ".git" not in p.parts and ".memory_hub" not in p.parts and not p.is_symlink()
+              and "linkdir" not in p.parts}
+    out = asyncio.run(scenario())
+    refused = {k: v for k, v in out.items() if k != "heading_secret"}
+    for key, (err, message) in refused.items():
+        assert err, (key, message)
+        assert isinstance(message, str) and "\n" not in message and "Traceback" not in message, (key, message)
+    leaves = ("update_symlink", "update_in_linkdir", "move_symlink", "delete_symlink", "move_into_linkdir",
+              "restore_dotdot", "restore_up", "restore_new_up")
+    for key in leaves:
+        assert "leaves the vault" in out[key][1], (key, out[key][1])
+    assert "hidden" in out["move_into_git"][1]
+    assert "looks like a secret" in out["move_secret_path"][1] and token not in out["move_secret_path"][1]
+    for key in ("move_stale", "delete_stale", "update_after_person"):
+        assert "changed since it was read" in out[key][1], (key, out[key][1])
+    assert "cannot write to .trash/" in out["delete_into_symlinked_trash"][1]
+    assert "a merge is in progress" in out["mid_merge"][1]
+    assert "a rebase is in progress" in out["mid_rebase"][1]
+
+    err, edited = out["heading_secret"]
+    assert not err and edited["redacted"], edited
+    home = (vault / "home.md").read_text(encoding="utf-8")
+    assert token not in home and "value " in home
+    # Only the last call committed; everything refused left every file as it was, outside too.
+    assert git(vault, "log", "--format=%s", f"{head}..HEAD").splitlines() == [
+        "mcp update_note: home.md (appended to section 'Key [REDACTED:github-token]')"]
+    assert sorted(os.listdir(outside)) == ["secret.md"]
+    assert (outside / "secret.md").read_text(encoding="utf-8") == "# Outside\n\nnot the vault's\n"
+    after = {p.relative_to(vault).as_posix(): p.read_bytes() for p in vault.rglob("*.md")
+             if ".git" not in p.parts and ".memory_hub" not in p.parts and not p.is_symlink()
+             and "linkdir" not in p.parts}
+    assert set(after) == set(before)
+    assert after["linker.md"] == (LINKER + "\nA person's line.\n").encode()  # the person's save stands
+    assert {k for k in after if after[k] != before[k]} == {"linker.md", "home.md"}
