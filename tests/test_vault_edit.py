@@ -274,3 +274,23 @@ def test_usage_follows_a_move_a_move_back_and_a_restore_elsewhere(tmp_path: Path
     usage.carry(store, vault, "a.md", "kept/a.md")
     assert count("kept/a.md") == (9, 1)
     store.close()
+
+
+def test_restore_leaves_an_unsafe_trash_copy_alone_and_uses_git(tmp_path: Path) -> None:
+    vault = make_repo(tmp_path / "v", {"a.md": "# A\n"})
+    old = time.time() - 3600
+    os.utime(vault / "a.md", (old, old))
+    trash_note(vault, "a.md")
+    outside = tmp_path / "outside.md"
+    outside.write_text("# not the vault's\n")
+    (vault / ".trash/a.md").unlink()
+    (vault / ".trash/a.md").symlink_to(outside)  # the trash copy swapped for a link out of the vault
+    with pytest.raises(WriteRefused, match="leaves the vault"):
+        restore_note(vault, ".trash/a.md")
+    restored = restore_note(vault, "a.md")
+    assert restored.source.startswith("git:") and (vault / "a.md").read_text() == "# A\n"
+    assert any(".trash/a.md" in n and "leaves the vault" in n for n in restored.notes), restored.notes
+    assert (vault / ".trash/a.md").is_symlink() and outside.read_text() == "# not the vault's\n"
+    (vault / "a.md").unlink()  # removed by hand, not committed: HEAD still has it, and gives it back
+    again = restore_note(vault, "a.md")
+    assert again.source == f"git:{git(vault, 'rev-parse', 'HEAD').strip()[:12]}" and again.commit is None
