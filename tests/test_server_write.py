@@ -320,6 +320,10 @@ def test_hostile_input_over_stdio(vault: Path, tmp_path: Path) -> None:
             (vault / "linker.md").write_text(LINKER + "\nA person's line.\n", encoding="utf-8")
             out["update_after_person"] = await _call(client, "update_note", {
                 "path": "linker.md", "text": "agent text", "expected_hash": h})
+            # Read again: the hash is right now, but the person may still be typing (saved, not committed).
+            _, fresh = await _call(client, "read_note", {"path": "linker.md"})
+            out["update_while_editing"] = await _call(client, "update_note", {
+                "path": "linker.md", "text": "agent text", "expected_hash": fresh["hash"]})
             # The trash folder leads out of the vault: nothing is written there, the note stays.
             (vault / ".trash").symlink_to(outside, target_is_directory=True)
             out["delete_into_symlinked_trash"] = await _call(client, "delete_note", {"path": "home.md"})
@@ -337,6 +341,11 @@ def test_hostile_input_over_stdio(vault: Path, tmp_path: Path) -> None:
             out["heading_secret"] = await _call(client, "update_note", {
                 "path": "home.md", "heading": f"Key {token}", "text": f"value {token}",
                 "expected_hash": read2["hash"]})
+            # The agent's own capture (saved a moment ago, not committed) is not a person's edit.
+            _, captured = out["captured"] = await _call(client, "capture", {"text": "Deploys need the canary flag.",
+                                                                           "title": "Canary"})
+            out["own_capture"] = await _call(client, "update_note", {
+                "path": captured["path"], "text": "And a rollback plan.", "expected_hash": captured["hash"]})
         return out
 
     head = git(vault, "rev-parse", "HEAD").strip()
@@ -344,7 +353,7 @@ def test_hostile_input_over_stdio(vault: Path, tmp_path: Path) -> None:
               if ".git" not in p.parts and ".memory_hub" not in p.parts and not p.is_symlink()
               and "linkdir" not in p.parts}
     out = asyncio.run(scenario())
-    refused = {k: v for k, v in out.items() if k != "heading_secret"}
+    refused = {k: v for k, v in out.items() if k not in ("heading_secret", "own_capture", "captured")}
     for key, (err, message) in refused.items():
         assert err, (key, message)
         assert isinstance(message, str) and "\n" not in message and "Traceback" not in message, (key, message)
@@ -356,6 +365,7 @@ def test_hostile_input_over_stdio(vault: Path, tmp_path: Path) -> None:
     assert "looks like a secret" in out["move_secret_path"][1] and token not in out["move_secret_path"][1]
     for key in ("move_stale", "delete_stale", "update_after_person"):
         assert "changed since it was read" in out[key][1], (key, out[key][1])
+    assert "editing it" in out["update_while_editing"][1] and "nothing was written" in out["update_while_editing"][1]
     assert "cannot write to .trash/" in out["delete_into_symlinked_trash"][1]
     assert "a merge is in progress" in out["mid_merge"][1]
     assert "a rebase is in progress" in out["mid_rebase"][1]
@@ -364,14 +374,20 @@ def test_hostile_input_over_stdio(vault: Path, tmp_path: Path) -> None:
     assert not err and edited["redacted"], edited
     home = (vault / "home.md").read_text(encoding="utf-8")
     assert token not in home and "value " in home
-    # Only the last call committed; everything refused left every file as it was, outside too.
+    err, own = out["own_capture"]
+    assert not err and own["commit"], own
+    captured_path = own["path"]
+    # Only the two accepted calls committed; everything refused left every file as it was, outside too.
     assert git(vault, "log", "--format=%s", f"{head}..HEAD").splitlines() == [
+        f"mcp update_note: {captured_path} (appended to the end)",
         "mcp update_note: home.md (appended to section 'Key [REDACTED:github-token]')"]
     assert sorted(os.listdir(outside)) == ["secret.md"]
     assert (outside / "secret.md").read_text(encoding="utf-8") == "# Outside\n\nnot the vault's\n"
     after = {p.relative_to(vault).as_posix(): p.read_bytes() for p in vault.rglob("*.md")
              if ".git" not in p.parts and ".memory_hub" not in p.parts and not p.is_symlink()
              and "linkdir" not in p.parts}
-    assert set(after) == set(before)
+    daily = out["captured"][1].get("daily")
+    added = {captured_path, *([daily] if daily else [])}
+    assert set(after) - added == set(before)
     assert after["linker.md"] == (LINKER + "\nA person's line.\n").encode()  # the person's save stands
-    assert {k for k in after if after[k] != before[k]} == {"linker.md", "home.md"}
+    assert {k for k in before if after[k] != before[k]} == {"linker.md", "home.md"}

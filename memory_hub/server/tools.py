@@ -259,9 +259,9 @@ def capture(state: ServerState, text: str, title: str | None = None, kind: str |
     rel = _relative(state, written)
     report = sync(state.vault, store=state.store, only=[rel, *[_relative(state, a) for a in also]], progress=False)
     row = state.store.note_row(rel)
+    digest = _written(state)[rel] = note_hash(read_note_bytes(state.vault, rel))
     return {"path": rel, "title": row["title"] if row else title, "kind": row["kind"] if row else kind,
-            "indexed": row is not None, "hash": note_hash(read_note_bytes(state.vault, rel)), **extra,
-            "index": report.summary()}
+            "indexed": row is not None, "hash": digest, **extra, "index": report.summary()}
 
 
 INLINE_INDEX = 200  # files a write tool re-indexes before it answers; more are indexed in the background
@@ -321,6 +321,12 @@ def _capped(out: dict[str, Any], key: str) -> dict[str, Any]:
     return out
 
 
+def _written(state: ServerState) -> dict[str, str]:
+    """{path: hash} of notes this server wrote and did not commit (captures): an uncommitted recent
+    save with that hash is the agent's own, not a person's edit in progress."""
+    return state.extras.setdefault("written", {})
+
+
 def update_note(state: ServerState, path: str, text: str, expected_hash: str, heading: str | None = None,
                 mode: str = "append") -> dict[str, Any]:
     from ..vault.edit import update_note as update
@@ -328,7 +334,7 @@ def update_note(state: ServerState, path: str, text: str, expected_hash: str, he
     rel = _resolve_note(state, path)
     try:
         result = update(state.vault, rel, _check_text(text), _check_hash(expected_hash, True), mode=mode,
-                        heading=heading)
+                        heading=heading, own_hash=_written(state).get(rel))
     except WriteRefused as exc:
         raise ToolError(str(exc)) from None
     out = result.as_dict()

@@ -16,7 +16,15 @@ from pathlib import Path
 
 from ..config import max_note_bytes
 from . import frontmatter as fm
-from .editing import WriteRefused, check_hash, note_hash, read_for_change, write_turn
+from .editing import (
+    WriteRefused,
+    check_hash,
+    editing_window,
+    note_hash,
+    person_editing,
+    read_for_change,
+    write_turn,
+)
 from .git import GitError
 from .journal import Change, CommitBlocked, JournalConflict, commit_atomically
 from .markdown import mask_code
@@ -145,11 +153,15 @@ def _bump_updated(text: str, today: _dt.date) -> str:
 
 
 def update_note(vault: Path, rel: str, text: str, expected_hash: str, *, mode: str = APPEND,
-                heading: str | None = None, who: str = "mcp", today: _dt.date | None = None) -> UpdateResult:
+                heading: str | None = None, who: str = "mcp", today: _dt.date | None = None,
+                own_hash: str | None = None, now: float | None = None) -> UpdateResult:
     """Apply one change to the note at ``rel`` made against ``expected_hash``; commit it.
 
-    Raises WriteRefused (nothing written) for a stale hash (``HashMismatch``), an unknown or
-    ambiguous heading, a note that is not a readable Markdown file, or a vault that cannot commit.
+    Raises WriteRefused (nothing written) for a stale hash (``HashMismatch``), a note a person is
+    editing (saved in the editing window, not committed: a right hash only says what they saved so
+    far), an unknown or ambiguous heading, a note that is not a readable Markdown file, or a vault
+    that cannot commit. ``own_hash`` is the hash of what this writer itself last wrote there (a
+    capture, not committed yet): that recent save is not a person's.
     """
     vault = Path(vault)
     if mode not in MODES:
@@ -169,6 +181,10 @@ def update_note(vault: Path, rel: str, text: str, expected_hash: str, *, mode: s
     with write_turn(vault) as notes:
         data, mtime_ns = read_for_change(vault, rel)
         previous = check_hash(rel, data, expected_hash)
+        busy = None if previous == own_hash else person_editing(vault, rel, mtime_ns, now)
+        if busy:  # the hash is right, but the person may still be typing: their edit comes first
+            raise WriteRefused(f"{rel} is {busy}; nothing was written: try again once it is committed or has not "
+                               f"been saved for {editing_window(vault) / 60:g} minutes")
         old = decode_note(data)
         crlf = "\r\n" in old  # the note's own line endings and BOM are kept
         bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..config import index_dir, max_note_bytes, settings
 from ..locks import file_lock
 from . import safe_io
-from .git import commit_blocker, is_repo
+from .git import commit_blocker, is_repo, uncommitted_paths
 from .journal import pending, recover
 from .redact import redact_report
 from .safe_io import OutsideVault, UnreadableNote, decode_note
@@ -76,6 +76,15 @@ def being_edited(rel: str, mtime_ns: int, uncommitted: set[str], now: float | No
     if rel in uncommitted and age < window_s:
         return f"saved {max(age, 0):.0f} s ago and not committed: a person may be editing it"
     return None
+
+
+def person_editing(vault: Path, rel: str, mtime_ns: int, now: float | None = None) -> str | None:
+    """``being_edited`` with the vault's window and git status (asked only when the save is recent)."""
+    now = time.time() if now is None else now
+    window = editing_window(vault)
+    if now - mtime_ns / 1e9 >= window:
+        return None
+    return being_edited(rel, mtime_ns, uncommitted_paths(vault), now, window)
 
 
 @contextlib.contextmanager

@@ -14,22 +14,20 @@ file linked into place), then the note is removed. A process killed in between l
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import safe_io
 from .editing import (
     WriteRefused,
-    being_edited,
     check_hash,
     check_new_path,
-    editing_window,
     note_hash,
+    person_editing,
     read_for_change,
     write_turn,
 )
-from .git import GitError, commit_paths, deleted_in, run_git, uncommitted_paths
+from .git import GitError, commit_paths, deleted_in, run_git
 from .move import backlinks, new_path_for
 from .safe_io import NoteExists, OutsideVault, UnreadableNote, safe_path
 
@@ -119,8 +117,7 @@ def trash_note(vault: Path, rel: str, expected_hash: str | None = None, *, who: 
         data, mtime = read_for_change(vault, rel)
         digest = check_hash(rel, data, expected_hash)
         if expected_hash is None:
-            busy = being_edited(rel, mtime, uncommitted_paths(vault), now if now is not None else time.time(),
-                                editing_window(vault))
+            busy = person_editing(vault, rel, mtime, now)
             if busy:
                 raise WriteRefused(f"{rel} is {busy}; read it with read_note and pass its hash as expected_hash "
                                    "to delete it anyway")
