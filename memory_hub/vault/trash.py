@@ -8,7 +8,12 @@ path, or another), commits, and, when the trash copy is gone (emptied by hand, o
 had it), restores the bytes from the commit that deleted the note.
 
 Two steps, each atomic and through ``safe_io``: the copy is written to the trash first (a temporary
-file linked into place), then the note is removed. A process killed in between leaves the note *and* a copy, never neither.
+file linked into place, never over an older copy), then the note is removed if its mtime is still
+the one it was read at (else the copy goes and nothing is deleted). A process killed in between
+leaves the note *and* a copy, never neither. Every path is checked before anything is read: the
+part below ``.trash/`` as an ordinary vault path, and each file opened folder by folder without
+following symlinks, so a ``.trash`` (or a copy) that is a symlink leads nowhere; a copy that cannot
+be read that way is named in the result's notes and the note comes back from git instead.
 """
 
 from __future__ import annotations
