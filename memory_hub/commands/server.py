@@ -30,6 +30,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from ..index.sync import SyncInterrupted, sync
 
     vault = vault_path(args)
+    if args.remote is not None:
+        return _sync_remote(vault, args)
     try:
         report = sync(vault, progress=False if args.json else None)
     except SyncInterrupted as exc:
@@ -43,6 +45,52 @@ def cmd_sync(args: argparse.Namespace) -> int:
         if vectors:
             print(vectors)
     return 0
+
+
+def _sync_remote(vault, args: argparse.Namespace) -> int:  # noqa: ANN001 - pathlib.Path
+    """``sync --remote [NAME]``: commit, exchange with the remote, re-index what changed (team/sync.py)."""
+    from ..team.sync import SyncError, sync_remote
+
+    served = _server_serving(vault)
+    try:
+        report = sync_remote(vault, args.remote or None, push=not args.no_push,
+                             secret_check=False if args.allow_secrets else None,
+                             vectors="skip" if args.lexical_only else "auto", index="server" if served else "here")
+    except SyncError as exc:
+        raise CliError(str(exc)) from None
+    data = report.as_dict()
+    if args.json:
+        print_json(data)
+    else:
+        print(report.summary())
+        for c in report.conflicts:
+            if c.copy:
+                print(f"  conflict: {c.path}: the remote text is kept there; yours is in {c.copy} (linked from it)")
+            elif c.resolution in _SAID:
+                print(f"  merged: {c.path}: {_SAID[c.resolution]}")
+        for line in report.notes:
+            print(f"  note: {line}")
+        vectors = report.indexed.get("vectors")
+        if vectors:
+            print(f"  vectors: {vectors}")
+        if data["unresolved_conflicts"]:
+            print(f"  {len(data['unresolved_conflicts'])} conflict copy(ies) wait to be merged by hand "
+                  "(`memory-hub status` lists them)")
+    ex = report.exchange
+    return 1 if (report.skipped and not report.skipped.startswith("another")) or (ex and ex.blocked) else 0
+
+
+_SAID = {"both-inserted": "both sides only added lines; both additions kept in place",
+         "kept-local": "deleted on the remote, changed here: your text was kept",
+         "kept-remote": "deleted here, changed on the remote: the remote text was kept"}
+
+
+def _server_serving(vault) -> bool:  # noqa: ANN001 - pathlib.Path
+    """Whether a ``memory-hub serve`` of this vault answers on its hooks socket (its watcher will index)."""
+    from ..server.local_socket import request
+
+    reply = request(vault, {"op": "ping", "client": "cli"}, timeout=1.0)
+    return bool(reply and reply.get("ok"))
 
 
 def _sync_vectors(vault, quiet: bool) -> str | None:  # noqa: ANN001 - pathlib.Path
@@ -113,6 +161,12 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
 
     p = add("sync", cmd_sync, "bring every index (lexical, links, vectors) up to date with the vault and exit")
     p.add_argument("--lexical-only", action="store_true", help="skip the vector update (fast; for hooks)")
+    p.add_argument("--remote", nargs="?", const="", default=None, metavar="NAME",
+                   help="first commit pending changes, pull and rebase onto the git remote NAME (default: "
+                        "team.remote, origin), push, then re-index what changed (docs/team.md)")
+    p.add_argument("--no-push", action="store_true", help="with --remote: pull and re-index, push nothing")
+    p.add_argument("--allow-secrets", action="store_true",
+                   help="with --remote: push even when added lines look like secrets")
 
     p = add("install-git-hook", cmd_install_git_hook,
             "run `memory-hub sync` in the background after every commit to the vault (idempotent)")

@@ -43,8 +43,10 @@ def git_dir(vault: Path) -> Path:
 
 
 # Marker files git leaves in its folder while an operation waits for the person to finish it.
+# Not REBASE_HEAD: git 2.39 leaves it behind after a rebase that stopped once and was continued,
+# which would block every commit forever; the rebase folders say whether one is really under way.
 _IN_PROGRESS = {
-    "MERGE_HEAD": "a merge", "REBASE_HEAD": "a rebase", "rebase-merge": "a rebase", "rebase-apply": "a rebase or am",
+    "MERGE_HEAD": "a merge", "rebase-merge": "a rebase", "rebase-apply": "a rebase or am",
     "CHERRY_PICK_HEAD": "a cherry-pick", "REVERT_HEAD": "a revert", "BISECT_LOG": "a bisect",
     "sequencer": "a cherry-pick or revert sequence",
 }
