@@ -47,6 +47,37 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_token(args: argparse.Namespace) -> int:
+    """``token add NAME``: a new random token; only its hash is stored, the token is printed once."""
+    import hashlib
+    import os
+    import secrets
+    from pathlib import Path
+
+    from ..config import settings
+    from ..server.tokens import TokensError, default_path, parse
+
+    path = Path(args.file or settings(None)["server.tokens_file"] or default_path()).expanduser()
+    existing = path.read_text(encoding="utf-8") if path.exists() else ""
+    secret = secrets.token_urlsafe(32)
+    entry = (f"\n[tokens.{args.name}]\nsha256 = \"{hashlib.sha256(secret.encode()).hexdigest()}\"\n"
+             f"scope = \"{args.scope}\"\nrate_per_minute = {args.rate}\n")
+    import tomllib
+
+    try:
+        data = tomllib.loads(existing + entry)
+        parse(data, str(path))
+    except (TokensError, tomllib.TOMLDecodeError) as exc:
+        raise CliError(f"not added: {exc}") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        fh.write(entry)
+    print(f"added {args.scope} token {args.name!r} to {path} (restart the server to use it)", file=sys.stderr)
+    print(secret)
+    return 0
+
+
 def _sync_remote(vault, args: argparse.Namespace) -> int:  # noqa: ANN001 - pathlib.Path
     """``sync --remote [NAME]``: commit, exchange with the remote, re-index what changed (team/sync.py)."""
     from ..team.sync import SyncError, sync_remote
@@ -167,6 +198,13 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--no-push", action="store_true", help="with --remote: pull and re-index, push nothing")
     p.add_argument("--allow-secrets", action="store_true",
                    help="with --remote: push even when added lines look like secrets")
+
+    p = add("token", cmd_token, "add a named bearer token (read or write scope) to the shared server's tokens file")
+    p.add_argument("action", choices=("add",), help="add: make a token, store its SHA-256, print it once")
+    p.add_argument("name", help="who uses it (shown as the author of its writes), e.g. alice or ci-bot")
+    p.add_argument("--scope", choices=("read", "write"), default="read", help="read (default) or write")
+    p.add_argument("--rate", type=int, default=600, help="requests per minute (0: no limit; default 600)")
+    p.add_argument("--file", help="the tokens file (default: server.tokens_file, ~/.config/memory-hub/tokens.toml)")
 
     p = add("install-git-hook", cmd_install_git_hook,
             "run `memory-hub sync` in the background after every commit to the vault (idempotent)")

@@ -14,11 +14,14 @@ from typing import Annotated, Any, Literal
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
+from fastmcp.server.middleware import Middleware
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from . import tools
+from .guard import PRINCIPAL_KEY
 from .state import ServerState
+from .tokens import LOCAL, Principal, bind, tool_writes, unbind
 
 log = logging.getLogger("memory_hub.server")
 
@@ -77,10 +80,55 @@ def _mode_help() -> str:
             "are still loading). 'lexical' is keyword-only; modes with 'rerank' are slower but sharper.")
 
 
+def _principal() -> Principal:
+    """Who sent the request being served: the principal ``guard.Guard`` put in the HTTP request's
+    state; LOCAL on stdio (the person who started the server)."""
+    from fastmcp.server.dependencies import get_http_request
+
+    try:
+        request = get_http_request()
+    except RuntimeError:
+        return LOCAL
+    found = (request.scope.get("state") or {}).get(PRINCIPAL_KEY)
+    return found if isinstance(found, Principal) else LOCAL
+
+
+class ScopeGate(Middleware):
+    """The one place a token's scope is enforced: a read token never reaches a tool that writes.
+
+    Whether a tool writes is ``tokens.tool_writes`` (not annotated ``readOnlyHint=True``), decided on
+    the registered tool at call time, so every write tool added to this server is covered. A read
+    token does not see write tools in its list either. The principal is bound for the call, so a
+    write can name its author (``tokens.current``)."""
+
+    def __init__(self, mcp: FastMCP) -> None:
+        self.mcp = mcp
+
+    async def on_call_tool(self, context: Any, call_next: Any) -> Any:
+        principal = _principal()
+        if not principal.can_write:
+            tool = await self.mcp.get_tool(context.message.name)
+            if tool is None or tool_writes(tool):
+                raise ToolError(f"token {principal.name!r} has the read scope; {context.message.name!r} "
+                                "changes the vault and needs a write token")
+        bound = bind(principal)
+        try:
+            return await call_next(context)
+        finally:
+            unbind(bound)
+
+    async def on_list_tools(self, context: Any, call_next: Any) -> Any:
+        listed = await call_next(context)
+        if _principal().can_write:
+            return listed
+        return [t for t in listed if not tool_writes(t)]
+
+
 def build_server(state: ServerState) -> FastMCP:
     """A FastMCP server whose tools answer from ``state``."""
     mcp = FastMCP("memory-hub", instructions=INSTRUCTIONS, version=_version(),
                   mask_error_details=False, strict_input_validation=True)
+    mcp.add_middleware(ScopeGate(mcp))
     guarded = _guarded(state)
 
     @mcp.tool(annotations=READ_ONLY, title="Search memory")

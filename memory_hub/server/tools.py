@@ -254,8 +254,24 @@ def capture(state: ServerState, text: str, title: str | None = None, kind: str |
     rel = _relative(state, written)
     report = sync(state.vault, store=state.store, only=[rel, *[_relative(state, a) for a in also]], progress=False)
     row = state.store.note_row(rel)
-    return {"path": rel, "title": row["title"] if row else title, "kind": row["kind"] if row else kind,
-            "indexed": row is not None, **extra, "index": report.summary()}
+    out = {"path": rel, "title": row["title"] if row else title, "kind": row["kind"] if row else kind,
+           "indexed": row is not None, **extra, "index": report.summary()}
+    return out | authored_commit(state, [rel, *[_relative(state, a) for a in also]], f"capture: {rel}")
+
+
+def authored_commit(state: ServerState, paths: list[str], message: str) -> dict[str, Any]:
+    """A write by a named token of a shared server is committed at once with the token as author
+    (``team/authored.py``); other writes (stdio, no tokens) are left to autocommit as before.
+    Every MCP write tool calls this after writing."""
+    from .tokens import LOCAL, current
+
+    who = current()
+    if who == LOCAL:
+        return {}
+    from ..team.authored import commit_as
+
+    return {"git": commit_as(state.vault, paths, who.name, f"{message}\n\nWritten through the MCP server by "
+                                                             f"token {who.name!r}.")}
 
 
 def _relative(state: ServerState, written: Any) -> str:
