@@ -109,11 +109,71 @@ def search(state: ServerState, query: str, k: int = 10, mode: str | None = None,
     used = getattr(result, "mode", None)
     if used:
         out["mode"] = used
-    if result.warnings:
-        out["warnings"] = list(result.warnings)
+    warnings = list(result.warnings)
+    team = team_vaults(state)
+    if team is not None:
+        out["results"], out["vaults"], more = _with_team_vaults(team, hits, query, k, mode,
+                                                                _filters(kinds, tags, path_prefix, since))
+        warnings += more
+    if warnings:
+        out["warnings"] = warnings
     if not hits:
         out["hint"] = "no notes matched; try other words, fewer filters, or the other language (日本語/English)"
     return out
+
+
+_TEAM: dict[str, Any] = {}  # vault path → its vault set (None: no team vaults); "searchers" → {path: Searcher}
+
+
+def team_vaults(state: ServerState) -> Any:
+    """The vault set of this server when team vaults are configured with it (``vaults.py``), else None.
+    Read once per server; a team vault's own index is brought up to date when first searched."""
+    key = str(state.vault)
+    if key not in _TEAM:
+        from ..config import ConfigError
+        from ..vaults import vault_set
+
+        try:
+            found = vault_set(state.vault)
+        except ConfigError as exc:
+            log.warning("team vaults not searched: %s", exc)
+            found = None
+        _TEAM[key] = found if found is not None and (len(found) > 1 or found.missing) else None
+    return _TEAM[key]
+
+
+def _team_searcher(ref: Any) -> Any:
+    searchers = _TEAM.setdefault("searchers", {})
+    key = str(ref.path)
+    if key not in searchers:
+        from ..retrieval.searcher import Searcher
+
+        sync(ref.path, progress=False)  # catch up with what `sync --remote` or a person changed there
+        searchers[key] = Searcher(ref.path)
+    return searchers[key]
+
+
+def _with_team_vaults(team: Any, hits: list[dict[str, Any]], query: str, k: int, mode: str | None,
+                      filters: Filters | None) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """This vault's hits fused with each team vault's (``team/search.py``); every result names its vault."""
+    from ..team.search import fuse
+
+    per_vault = [(team.primary.name, hits)]
+    warnings = team.warnings()
+    for ref in team.refs[1:]:
+        try:
+            result = _team_searcher(ref).search(query, k=k, filters=filters, mode=mode or None)
+        except Exception as exc:  # noqa: BLE001 - one unreadable team vault must not fail the search
+            warnings.append(f"vault {ref.name!r} was not searched: {type(exc).__name__}: {exc}")
+            continue
+        per_vault.append((ref.name, [{"path": h.path, "title": h.title, "description": h.description,
+                                      "date": h.date, "kind": h.kind, "score": h.score, "snippet": h.snippet,
+                                      "tags": list(h.tags), **({"exact": True} if h.exact else {})}
+                                     for h in result.hits]))
+    fused = fuse(per_vault, k)
+    for rank, hit in enumerate(fused, start=1):
+        hit["rank"] = rank
+    return fused, [name for name, _ in per_vault], warnings
 
 
 def recall(state: ServerState, prompt: str, budget_tokens: int = 600) -> dict[str, Any]:
@@ -150,7 +210,11 @@ def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int 
         raise ToolError(f"from_line starts at 1, not {from_line}")
     if not 1 <= max_lines <= MAX_READ_LINES:
         raise ToolError(f"max_lines must be between 1 and {MAX_READ_LINES}, not {max_lines}")
-    rel = _resolve_note(state, path)
+    team = team_vaults(state) if isinstance(path, str) and ":" in path else None
+    ref, rest = team.split_ref(path.strip()) if team is not None else (None, path)
+    if ref is not None and ref is not team.primary:
+        return _read_team_note(ref, rest, from_line, max_lines)
+    rel = _resolve_note(state, rest)
     if not rel.lower().endswith(".md"):
         raise ToolError(f"{rel} is an attachment, not a Markdown note")
     try:
@@ -170,6 +234,26 @@ def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int 
     if to_line < len(lines):
         out["more"] = f"{len(lines) - to_line} more line(s): call read_note again with from_line={to_line + 1}"
     out["usage"] = _record_read(state, rel)
+    return out
+
+
+def _read_team_note(ref: Any, rel: str, from_line: int, max_lines: int) -> dict[str, Any]:
+    """``read_note("platform:runbooks/x.md")``: a note of a team vault, by the same rules."""
+    rel = rel.strip().replace("\\", "/")
+    try:
+        safe_path(ref.path, rel)
+        text = read_note_text(ref.path, rel)
+    except FileNotFoundError:
+        raise ToolError(f"no note at {rel!r} in vault {ref.name!r}") from None
+    except (UnreadableNote, OutsideVault) as exc:
+        raise ToolError(f"cannot read {ref.name}:{rel}: {exc}") from None
+    lines = text.splitlines()
+    chunk = lines[from_line - 1 : from_line - 1 + max_lines]
+    to_line = from_line - 1 + len(chunk)
+    out: dict[str, Any] = {"path": rel, "vault": ref.name, "ref": f"{ref.name}:{rel}", "from_line": from_line,
+                           "to_line": to_line, "total_lines": len(lines), "text": "\n".join(chunk)}
+    if to_line < len(lines):
+        out["more"] = f"{len(lines) - to_line} more line(s): call read_note again with from_line={to_line + 1}"
     return out
 
 
