@@ -379,3 +379,18 @@ def test_filters_unaffected_by_conflict_copies(team):
                                    filters=Filters(path_prefix="runbooks/")).hits]
     store.close()
     assert set(hits) == {"runbooks/deploy.md", c.copy}
+
+
+def test_schedule_runs_sync_remote_when_team_sync_minutes_is_set(tmp_path, capsys):
+    from memory_hub.capture.schedule import command, entries, jobs
+
+    vault = tmp_path / "v"
+    (vault / ".memory-hub").mkdir(parents=True)
+    assert "sync-remote" not in jobs(vault)
+    (vault / ".memory-hub/config.toml").write_text("[team]\nsync_minutes = 5\n", encoding="utf-8")
+    assert jobs(vault)["sync-remote"][2] == "*/5 * * * *"
+    assert command(vault, "sync-remote")[-2:] == ["sync", "--remote"]
+    cron = next(e.text for e in entries(vault) if e.kind == "cron")
+    assert "*/5 * * * *" in cron and "sync --remote" in cron
+    timers = [e for e in entries(vault) if e.kind == "systemd" and "sync-remote" in (e.path or "")]
+    assert any("OnCalendar=*:0/5" in e.text for e in timers)
