@@ -50,8 +50,8 @@ def _tokens_file(tmp: Path, limited_rate: int = 0) -> Path:
     return path
 
 
-@pytest.fixture
-def shared(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+@pytest.fixture(params=["http"])
+def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     vault = tmp_path / "vault"
     shutil.copytree(template_dir(), vault)
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=vault, check=True)
@@ -61,8 +61,9 @@ def shared(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "MEMORY_HUB_TOKEN"}
     env["MEMORY_HUB_TOKENS_FILE"] = str(_tokens_file(tmp_path))
-    proc = subprocess.Popen([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", "http", "--port", str(port),
-                             "--no-warm"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    transport = request.param
+    proc = subprocess.Popen([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", transport, "--port",
+                             str(port), "--no-warm"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -75,7 +76,7 @@ def shared(tmp_path: Path) -> Iterator[tuple[str, Path]]:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp", vault
+        yield f"http://127.0.0.1:{port}/{'mcp' if transport == 'http' else 'sse'}", vault
     finally:
         proc.terminate()
         try:
@@ -93,6 +94,7 @@ async def _as_reader(url: str) -> dict:
         return {"tools": listed, "found": found, "refused": (refused.is_error, refused.content[0].text)}
 
 
+@pytest.mark.parametrize("shared", ["http", "sse"], indirect=True)
 def test_a_read_token_never_reaches_a_write_tool(shared) -> None:
     url, vault = shared
     before = subprocess.run(["git", "status", "--porcelain"], cwd=vault, capture_output=True, text=True).stdout
@@ -210,3 +212,16 @@ def test_token_add_stores_only_the_hash(tmp_path: Path, capsys: pytest.CaptureFi
     assert load(path).authenticate(secret) == Principal("ci-bot", "read")
     assert path.stat().st_mode & 0o077 == 0
     assert main(["token", "add", "ci-bot", "--file", str(path)]) == 1  # one name, one token
+
+
+def test_doctor_checks_the_tokens_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memory_hub.eval.doctor import check_tokens
+
+    path = tmp_path / "tokens.toml"
+    monkeypatch.setenv("MEMORY_HUB_TOKENS_FILE", str(path))
+    assert check_tokens(tmp_path)[0].status == "fail"  # named but missing
+    path.write_text('[tokens.a]\nsha256 = "' + "ab" * 32 + '"\nscope = "write"\n', encoding="utf-8")
+    [ok] = check_tokens(tmp_path)
+    assert ok.status == "pass" and "a (write)" in ok.message
+    path.write_text('[tokens.a]\nscope = "admin"\n', encoding="utf-8")
+    assert check_tokens(tmp_path)[0].status == "fail"

@@ -355,7 +355,29 @@ def check_team(vault: Path) -> list[Check]:
     for ref in team.refs[1:]:
         out.append(Check(f"team vault {ref.name}", PASS, f"searched with this vault ({ref.path})"
                          + (f"; hooks ask it in {len(ref.projects)} project folder(s)" if ref.projects else "")))
+    out += check_tokens(vault)
     return out
+
+
+def check_tokens(vault: Path) -> list[Check]:
+    """The shared server's tokens file: readable, valid, and who may write."""
+    from ..server.tokens import TokensError, default_path, load
+
+    named = config.settings(vault)["server.tokens_file"]
+    path = Path(named) if named else default_path()
+    if not path.exists():
+        if named:
+            return [Check("server tokens", FAIL, f"server.tokens_file names {path}, which does not exist",
+                          f"memory-hub token add NAME --scope read --file {shlex.quote(str(path))}")]
+        return []
+    try:
+        table = load(path)
+    except TokensError as exc:
+        return [Check("server tokens", FAIL, str(exc), "fix the file; `serve --transport http` refuses to start")]
+    scopes = ", ".join(f"{e.principal.name} ({e.principal.scope})" for e in table.entries) or "none"
+    return [Check("server tokens", PASS, f"{len(table)} named token(s) in {path}: {scopes}",
+                  data={"tokens": [{"name": e.principal.name, "scope": e.principal.scope,
+                                    "rate_per_minute": e.rate_per_minute} for e in table.entries]})]
 
 
 def check_inotify(vault: Path) -> Check | None:
