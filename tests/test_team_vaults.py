@@ -107,3 +107,27 @@ def test_fuse_interleaves_by_rank() -> None:
     fused = fuse([("me", a), ("team", b)], k=3)
     assert [f["ref"] for f in fused] == ["me:a1.md", "team:b1.md", "me:a2.md"]
     assert fused[1]["vault_score"] == 0.2 and fused[1]["vault_rank"] == 1
+
+
+def test_mcp_capture_goes_to_the_personal_vault_unless_told(two_vaults) -> None:
+    from memory_hub.server import tools
+    from memory_hub.server.run import close_state
+    from memory_hub.server.state import ServerState
+
+    personal, team, _ = two_vaults
+    state = ServerState.open(personal)
+    try:
+        mine = tools.capture(state, "My own zqmineword note.", title="mine")
+        assert (personal / mine["path"]).is_file() and "vault" not in mine
+        tagged = tools.capture(state, "Broker quota zqtaggedword.", title="tagged", tags=["platform"])
+        named = tools.capture(state, "Named zqnamedword.", title="named", vault="platform")
+        for out, word in ((tagged, "zqtaggedword"), (named, "zqnamedword")):
+            assert out["vault"] == "platform" and (team / out["path"]).is_file()
+            assert not (personal / out["path"]).exists()
+            assert word in (team / out["path"]).read_text(encoding="utf-8")
+        hits = tools.search(state, "zqnamedword", k=3, mode="lexical")["results"]
+        assert [h["ref"] for h in hits] == [named["ref"]]  # indexed in the team vault's own index
+        with pytest.raises(Exception, match="no vault named"):
+            tools.capture(state, "x", vault="nope")
+    finally:
+        close_state(state)

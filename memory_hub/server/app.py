@@ -200,10 +200,13 @@ def build_server(state: ServerState) -> FastMCP:
         kind: Annotated[Kind | None, Field(description="Note kind; 'capture' when empty.")] = None,
         tags: Annotated[list[str] | None, Field(description="Topic tags without '#'.")] = None,
         links: Annotated[list[str] | None, Field(description="Names of existing notes to link with [[wikilinks]].")] = None,
+        vault: Annotated[str | None, Field(description="A team vault's name to capture into (see search "
+                                                       "results' 'vault'); empty: the personal vault, or the "
+                                                       "team vault whose capture tags match.")] = None,
     ) -> dict[str, Any]:
         """Save a new note into the vault's capture folder and index it at once. Never overwrites
         an existing note; returns the new note's path."""
-        return tools.capture(state, text, title, kind, tags, links)
+        return tools.capture(state, text, title, kind, tags, links, vault)
 
     @mcp.tool(annotations=READ_ONLY, title="Memory status")
     @guarded

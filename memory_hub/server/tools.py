@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 from fastmcp.exceptions import ToolError
@@ -310,7 +311,8 @@ def related(state: ServerState, path: str, hops: int = 1, limit: int = 50) -> di
 
 
 def capture(state: ServerState, text: str, title: str | None = None, kind: str | None = None,
-            tags: list[str] | None = None, links: list[str] | None = None) -> dict[str, Any]:
+            tags: list[str] | None = None, links: list[str] | None = None, vault: str | None = None
+            ) -> dict[str, Any]:
     if not isinstance(text, str) or not text.strip():
         raise ToolError("text is empty: pass what should be remembered")
     if len(text) > MAX_CAPTURE_CHARS:
@@ -325,6 +327,19 @@ def capture(state: ServerState, text: str, title: str | None = None, kind: str |
             raise ToolError(f"tags and links must be short single-line names, not {value!r}")
     from ..capture import braindump  # imported on first use: start-up stays fast
 
+    team = team_vaults(state)
+    if vault and team is None:
+        raise ToolError(f"no vault named {vault!r}: this server has no team vaults ([vaults.NAME] in the user "
+                        "settings)")
+    if team is not None:
+        from ..config import ConfigError
+
+        try:
+            target = team.capture_target(vault, tags or [])
+        except ConfigError as exc:
+            raise ToolError(str(exc)) from None
+        if target is not team.primary:
+            return _capture_in_team_vault(target, text, title, kind, tags, links)
     try:
         # URLs are kept in the note but not fetched: a tool call must not reach the network.
         result = braindump(state.vault, text, title=title, kind=kind, tags=tags, links=links, fetch_urls=False)
@@ -343,10 +358,33 @@ def capture(state: ServerState, text: str, title: str | None = None, kind: str |
     return out | authored_commit(state, [rel, *[_relative(state, a) for a in also]], f"capture: {rel}")
 
 
+def _capture_in_team_vault(ref: Any, text: str, title: str | None, kind: str | None, tags: list[str] | None,
+                           links: list[str] | None) -> dict[str, Any]:
+    """A capture that names a team vault, or carries one of its ``capture_tags``: written there,
+    indexed in that vault's own index, committed with its author like any write."""
+    from ..capture import braindump
+
+    try:
+        result = braindump(ref.path, text, title=title, kind=kind, tags=tags, links=links, fetch_urls=False)
+    except (OutsideVault, FileExistsError, ValueError) as exc:
+        raise ToolError(f"not captured in {ref.name}: {exc}") from None
+    paths = [Path(p).as_posix() if not Path(p).is_absolute() else Path(p).resolve().relative_to(ref.path).as_posix()
+             for p in [result.path, *([result.daily] if result.daily else [])]]
+    report = sync(ref.path, only=paths, progress=False)
+    out = {"path": paths[0], "vault": ref.name, "ref": f"{ref.name}:{paths[0]}", "indexed": True,
+           "index": report.summary(), **({"redacted": result.redacted} if result.redacted else {})}
+    return out | _authored(ref.path, paths, f"capture: {paths[0]}")
+
+
 def authored_commit(state: ServerState, paths: list[str], message: str) -> dict[str, Any]:
     """A write by a named token of a shared server is committed at once with the token as author
     (``team/authored.py``); other writes (stdio, no tokens) are left to autocommit as before.
     Every MCP write tool calls this after writing."""
+
+    return _authored(state.vault, paths, message)
+
+
+def _authored(vault: Any, paths: list[str], message: str) -> dict[str, Any]:
     from .tokens import LOCAL, current
 
     who = current()
@@ -354,8 +392,8 @@ def authored_commit(state: ServerState, paths: list[str], message: str) -> dict[
         return {}
     from ..team.authored import commit_as
 
-    return {"git": commit_as(state.vault, paths, who.name, f"{message}\n\nWritten through the MCP server by "
-                                                             f"token {who.name!r}.")}
+    return {"git": commit_as(vault, paths, who.name, f"{message}\n\nWritten through the MCP server by "
+                                                      f"token {who.name!r}.")}
 
 
 def _relative(state: ServerState, written: Any) -> str:
