@@ -224,17 +224,21 @@ def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int 
         raise ToolError(f"{rel} was deleted; the index will drop it within a second") from None
     except (UnreadableNote, OutsideVault) as exc:
         raise ToolError(f"cannot read {rel}: {exc}") from None
+    row = state.store.note_row(rel)
+    out: dict[str, Any] = {"path": rel, "title": row["title"] if row else rel, **_line_range(text, from_line, max_lines)}
+    out["usage"] = _record_read(state, rel)
+    return out
+
+
+def _line_range(text: str, from_line: int, max_lines: int) -> dict[str, Any]:
+    """The lines ``read_note`` returns, and how to ask for the rest."""
     lines = text.splitlines()
     chunk = lines[from_line - 1 : from_line - 1 + max_lines]
     to_line = from_line - 1 + len(chunk)
-    row = state.store.note_row(rel)
-    out: dict[str, Any] = {
-        "path": rel, "title": row["title"] if row else rel, "from_line": from_line, "to_line": to_line,
-        "total_lines": len(lines), "text": "\n".join(chunk),
-    }
+    out: dict[str, Any] = {"from_line": from_line, "to_line": to_line, "total_lines": len(lines),
+                           "text": "\n".join(chunk)}
     if to_line < len(lines):
         out["more"] = f"{len(lines) - to_line} more line(s): call read_note again with from_line={to_line + 1}"
-    out["usage"] = _record_read(state, rel)
     return out
 
 
@@ -248,14 +252,7 @@ def _read_team_note(ref: Any, rel: str, from_line: int, max_lines: int) -> dict[
         raise ToolError(f"no note at {rel!r} in vault {ref.name!r}") from None
     except (UnreadableNote, OutsideVault) as exc:
         raise ToolError(f"cannot read {ref.name}:{rel}: {exc}") from None
-    lines = text.splitlines()
-    chunk = lines[from_line - 1 : from_line - 1 + max_lines]
-    to_line = from_line - 1 + len(chunk)
-    out: dict[str, Any] = {"path": rel, "vault": ref.name, "ref": f"{ref.name}:{rel}", "from_line": from_line,
-                           "to_line": to_line, "total_lines": len(lines), "text": "\n".join(chunk)}
-    if to_line < len(lines):
-        out["more"] = f"{len(lines) - to_line} more line(s): call read_note again with from_line={to_line + 1}"
-    return out
+    return {"path": rel, "vault": ref.name, "ref": f"{ref.name}:{rel}", **_line_range(text, from_line, max_lines)}
 
 
 def _record_read(state: ServerState, rel: str) -> dict[str, Any]:
