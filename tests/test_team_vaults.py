@@ -131,3 +131,20 @@ def test_mcp_capture_goes_to_the_personal_vault_unless_told(two_vaults) -> None:
             tools.capture(state, "x", vault="nope")
     finally:
         close_state(state)
+
+
+def test_mcp_recall_block_holds_both_vaults(two_vaults) -> None:
+    from memory_hub.server import tools
+    from memory_hub.server.run import close_state
+    from memory_hub.server.state import ServerState
+
+    personal, _team, _ = two_vaults
+    state = ServerState.open(personal)
+    try:
+        out = tools.recall(state, "how do we handle kafka partition rebalancing?", 400)
+        assert out["vaults"] == ["personal", "platform"]
+        block = out["block"]
+        assert "|ideas.md|" in block and "|platform:runbooks/kafka.md|" in block
+        assert 0 < out["tokens"] <= 400 and out["notes"] >= 2
+    finally:
+        close_state(state)

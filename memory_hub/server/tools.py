@@ -184,7 +184,43 @@ def recall(state: ServerState, prompt: str, budget_tokens: int = 600) -> dict[st
         raise ToolError(f"budget_tokens must be between 50 and {MAX_RECALL_TOKENS}, not {budget_tokens}")
     from ..retrieval.recall import recall_for_server  # imported on first use: start-up stays fast
 
-    return {**recall_for_server(state, prompt, budget_tokens), "index": _freshness(state)}
+    out = {**recall_for_server(state, prompt, budget_tokens), "index": _freshness(state)}
+    team = team_vaults(state)
+    if team is not None:
+        out.update(_recall_with_team_vaults(state, team, prompt, budget_tokens))
+    return out
+
+
+def _recall_with_team_vaults(state: ServerState, team: Any, prompt: str, budget: int) -> dict[str, Any]:
+    """One block for this vault and the team vaults: each vault's recalled notes, interleaved by rank
+    (as ``team/search.py`` fuses searches), a team vault's paths written ``vault:path``, rendered
+    within the one budget."""
+    from ..retrieval.block import Entry, render
+    from ..retrieval.recall import Recaller, recaller_for_state
+
+    per_vault, warnings = [], team.warnings()
+    for ref in team.refs:
+        try:
+            if ref is team.primary:
+                result = recaller_for_state(state).recall(prompt, budget=budget)
+            else:
+                recallers = _TEAM.setdefault("recallers", {})
+                if str(ref.path) not in recallers:
+                    recallers[str(ref.path)] = Recaller(ref.path, refresh_interval=5.0)
+                result = recallers[str(ref.path)].recall(prompt, budget=budget)
+        except Exception as exc:  # noqa: BLE001 - one team vault must not fail recall
+            warnings.append(f"vault {ref.name!r} was not recalled: {type(exc).__name__}: {exc}")
+            continue
+        entries = result.block.included if result.block else []
+        prefix = "" if ref is team.primary else f"{ref.name}:"
+        per_vault.append([Entry(prefix + e.path, e.title, e.description) for e in entries])
+    fused = [v[rank] for rank in range(max((len(v) for v in per_vault), default=0)) for v in per_vault
+             if rank < len(v)]
+    if not fused:
+        return {"vaults": team.names(), **({"warnings": warnings} if warnings else {})}
+    block = render("team", fused, budget)
+    return {"block": block.text, "notes": len(block.included), "tokens": block.tokens, "skipped": None,
+            "vaults": team.names(), **({"warnings": warnings} if warnings else {})}
 
 
 def _resolve_note(state: ServerState, path: str) -> str:
