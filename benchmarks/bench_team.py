@@ -202,6 +202,7 @@ def main() -> int:
     parser.add_argument("--notes", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--skip-server", action="store_true")
+    parser.add_argument("--name", default="team", help="results file name (benchmarks/results/NAME.json)")
     args = parser.parse_args()
     os.environ.setdefault("XDG_DATA_HOME", tempfile.mkdtemp(prefix="bench-team-xdg-"))
     with tempfile.TemporaryDirectory(prefix="bench-team-") as tmp:
@@ -226,7 +227,7 @@ def main() -> int:
         print()
         print_table(srows, ["load", "calls/s", "search p50", "search p95", "capture p50", "capture p95"])
         print(f"commits authored by the tokens: {server['authored_commits']}")
-    path = write_result("team", {"seed": str(args.vault), "seed_notes": notes, "runs": args.runs,
+    path = write_result(args.name, {"seed": str(args.vault), "seed_notes": notes, "runs": args.runs,
                                  "propagation": prop, "sync": syn, "server": server})
     print(f"\nwrote {path}")
     return 0

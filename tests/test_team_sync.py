@@ -394,3 +394,13 @@ def test_schedule_runs_sync_remote_when_team_sync_minutes_is_set(tmp_path, capsy
     assert "*/5 * * * *" in cron and "sync --remote" in cron
     timers = [e for e in entries(vault) if e.kind == "systemd" and "sync-remote" in (e.path or "")]
     assert any("OnCalendar=*:0/5" in e.text for e in timers)
+
+
+def test_a_first_commit_of_thousands_of_notes_fits_one_git_argument():
+    """A real vault's first autocommit (obsidian-hub: 6,571 notes) listed every path in `-m`: E2BIG."""
+    from memory_hub.capture.autocommit import MAX_BODY_PATHS, commit_message
+
+    added = [f"some/deeply/nested/folder/with/a/long/name/note-{i:05d}.md" for i in range(7000)]
+    message = commit_message(added, [], [], [])
+    assert len(message.encode()) < 128 * 1024
+    assert message.count("\nA ") == MAX_BODY_PATHS and "6500 more" in message
