@@ -239,6 +239,47 @@ def _path(v: Any) -> str:
     return str(Path(s).expanduser())
 
 
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+
+
+def _name(v: Any) -> str:
+    s = _str(v).lower()
+    if not _NAME.match(s):
+        raise ValueError("must be a short name: lowercase letters, digits, '-' or '_' (40 at most)")
+    return s
+
+
+def _name_or_empty(v: Any) -> str:
+    return "" if isinstance(v, str) and not v.strip() else _name(v)
+
+
+def _team_vaults(v: Any) -> dict[str, dict[str, Any]]:
+    """``[vaults.NAME]`` tables: ``path`` (required), ``projects`` (folders whose hooks use this vault;
+    empty: every folder), ``capture_tags`` (captures with one of these tags go here), ``remote``."""
+    if not isinstance(v, dict):
+        raise ValueError("must be a table of [vaults.NAME] tables")
+    out: dict[str, dict[str, Any]] = {}
+    for raw_name, spec in v.items():
+        name = _name(raw_name)
+        if not isinstance(spec, dict):
+            raise ValueError(f"[vaults.{raw_name}] must be a table with at least path = \"…\"")
+        unknown = set(spec) - {"path", "projects", "capture_tags", "remote"}
+        if unknown:
+            raise ValueError(f"[vaults.{raw_name}] has unknown key(s) {', '.join(sorted(unknown))} "
+                             "(known: path, projects, capture_tags, remote)")
+        if "path" not in spec:
+            raise ValueError(f"[vaults.{raw_name}] needs path = \"…\"")
+        projects = spec.get("projects", [])
+        tags = spec.get("capture_tags", [])
+        for key, value in (("projects", projects), ("capture_tags", tags)):
+            if not isinstance(value, list) or not all(isinstance(x, str) and x.strip() for x in value):
+                raise ValueError(f"[vaults.{raw_name}] {key} must be a list of strings")
+        out[name] = {"path": _path(spec["path"]), "projects": [_path(p) for p in projects],
+                     "capture_tags": [t.strip().lstrip("#").lower() for t in tags],
+                     "remote": _str(spec.get("remote", "")) or None}
+    return out
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("vault", None, _path, "the vault when no --vault or MEMORY_HUB_VAULT names one",
             env="MEMORY_HUB_VAULT", files=(USER,)),
@@ -306,6 +347,18 @@ SETTINGS: tuple[Setting, ...] = (
             env="MEMORY_HUB_HTTP_SESSION_TTL"),
     Setting("server.max_sessions", 100, _int(1, 100_000), "MCP sessions live at once (a new one ends the idlest)",
             env="MEMORY_HUB_HTTP_MAX_SESSIONS"),
+    Setting("server.tokens_file", None, _path,
+            "named tokens with scopes and rate limits (default: ~/.config/memory-hub/tokens.toml)",
+            env="MEMORY_HUB_TOKENS_FILE", files=(USER,)),
+    # Team memory (issue 12): several vaults, a git remote, a shared server. See memory_hub/vaults.py.
+    Setting("vaults", {}, _team_vaults, "team vaults searched with this one: [vaults.NAME] path, projects, "
+            "capture_tags, remote", files=(USER,)),
+    Setting("team.name", "", _name_or_empty, "this vault's name in results; in a shared vault's own file it "
+            "marks the vault as a team vault (a personal vault never pushes to one)", files=(VAULT,)),
+    Setting("team.personal_name", "personal", _name, "the name results give the personal vault", files=(USER,)),
+    Setting("team.remote", "origin", _str, "the git remote `sync --remote` exchanges with when none is named"),
+    Setting("team.sync_minutes", 0, _int(0, 1440), "`schedule` runs `sync --remote` this often (0: never)"),
+    Setting("team.secret_check", True, _bool, "refuse to push commits whose added lines look like secrets"),
 )
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 

@@ -78,7 +78,12 @@ def commit_message(added: list[str], modified: list[str], deleted: list[str],
     subject = "vault: " + "; ".join(parts)
     body = [f"A {p}" for p in added] + [f"M {p}" for p in modified] + [f"D {p}" for p in deleted]
     body += [f"R {a} -> {b}" for a, b in renamed]
+    if len(body) > MAX_BODY_PATHS:  # the message is one argument to git: the kernel caps it at 128 KiB
+        body = body[:MAX_BODY_PATHS] + [f"… and {len(body) - MAX_BODY_PATHS} more (git show --stat lists them)"]
     return subject + "\n\n" + "\n".join(body) + "\n"
+
+
+MAX_BODY_PATHS = 500
 
 
 def _staged(vault: Path) -> tuple[list[str], list[str], list[str], list[tuple[str, str]]]:

@@ -1,4 +1,5 @@
-"""Schedule entries for the background paths: auto-commit every 10 minutes, dream every hour.
+"""Schedule entries for the background paths: auto-commit every 10 minutes, dream every hour, and
+``sync --remote`` every ``team.sync_minutes`` when a team vault sets it.
 
 ``entries`` renders all three forms (cron, a systemd user timer, launchd agents) so a person can
 read exactly what would run; ``install`` writes one form, idempotently, and only when asked;
@@ -26,6 +27,26 @@ JOBS = {
     "autocommit": ("autocommit", 10 * 60, "*/10 * * * *", "*:0/10"),
     "dream": ("dream", 60 * 60, "17 * * * *", "*:17"),
 }
+SYNC_JOB = "sync-remote"
+
+
+def jobs(vault: Path, every: bool = False) -> dict[str, tuple[str, int, str, str]]:
+    """The jobs of this vault: JOBS, plus ``sync --remote`` every ``team.sync_minutes`` when set
+    (docs/team.md). ``every``: also the jobs switched off (what uninstall looks for)."""
+    from ..config import ConfigError, settings
+
+    try:
+        minutes = int(settings(vault)["team.sync_minutes"])
+    except (ConfigError, OSError):
+        minutes = 0
+    out = dict(JOBS)
+    if minutes > 0 or every:
+        m = minutes or 15
+        cron = f"*/{m} * * * *" if m < 60 else f"0 */{m // 60} * * *"
+        out[SYNC_JOB] = ("sync --remote", m * 60, cron, f"*:0/{m}" if m < 60 else f"0/{max(1, m // 60)}:00")
+    return out
+
+
 LABEL = "memory-hub"
 CRON_MARK = "# memory-hub"
 KINDS = ("cron", "systemd", "launchd")
@@ -45,7 +66,7 @@ def vault_id(vault: Path) -> str:
 
 def command(vault: Path, job: str) -> list[str]:
     """The command a scheduler runs."""
-    return [*launcher().argv, "--vault", str(vault), JOBS[job][0]]
+    return [*launcher().argv, "--vault", str(vault), *jobs(vault, every=True)[job][0].split()]
 
 
 def _config_home() -> Path:
@@ -70,15 +91,15 @@ def _label(vault: Path, job: str) -> str:
 
 def cron_lines(vault: Path) -> list[str]:
     out = []
-    for job, (_, _, cron, _) in JOBS.items():
+    for job, (_, _, cron, _) in jobs(vault).items():
         cmd = " ".join(shlex.quote(c) for c in command(vault, job))
         out.append(f"{cron} {cmd} >/dev/null 2>&1 {CRON_MARK} {job} {vault}")
     return out
 
 
-def systemd_units(vault: Path) -> dict[str, str]:
+def systemd_units(vault: Path, every: bool = False) -> dict[str, str]:
     units = {}
-    for job, (_, _, _, calendar) in JOBS.items():
+    for job, (_, _, _, calendar) in jobs(vault, every).items():
         name = _unit(vault, job)
         cmd = " ".join(shlex.quote(c) for c in command(vault, job))
         units[f"{name}.service"] = (
@@ -96,9 +117,9 @@ def _xml(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def launchd_plists(vault: Path) -> dict[str, str]:
+def launchd_plists(vault: Path, every: bool = False) -> dict[str, str]:
     plists = {}
-    for job, (_, interval, _, _) in JOBS.items():
+    for job, (_, interval, _, _) in jobs(vault, every).items():
         label = _label(vault, job)
         args = "".join(f"\n      <string>{_xml(a)}</string>" for a in command(vault, job))
         plists[f"{label}.plist"] = (
@@ -114,10 +135,10 @@ def launchd_plists(vault: Path) -> dict[str, str]:
     return plists
 
 
-def entries(vault: Path) -> list[Entry]:
+def entries(vault: Path, every: bool = False) -> list[Entry]:
     out = [Entry("cron", None, "\n".join(cron_lines(vault)) + "\n")]
-    out += [Entry("systemd", str(systemd_dir() / name), text) for name, text in systemd_units(vault).items()]
-    out += [Entry("launchd", str(launchd_dir() / name), text) for name, text in launchd_plists(vault).items()]
+    out += [Entry("systemd", str(systemd_dir() / name), text) for name, text in systemd_units(vault, every).items()]
+    out += [Entry("launchd", str(launchd_dir() / name), text) for name, text in launchd_plists(vault, every).items()]
     return out
 
 
@@ -186,7 +207,7 @@ def install(vault: Path, kind: str | None = None, activate: bool = True) -> list
         tmp.replace(path)
         done.append(f"wrote {path}")
     if activate and kind == "systemd" and done:
-        timers = [f"{_unit(vault, job)}.timer" for job in JOBS]
+        timers = [f"{_unit(vault, job)}.timer" for job in jobs(vault)]
         done.append(_run(["systemctl", "--user", "daemon-reload"]))
         done.append(_run(["systemctl", "--user", "enable", "--now", *timers]))
     if activate and kind == "launchd" and done:
@@ -203,7 +224,7 @@ def uninstall(vault: Path, kind: str | None = None, activate: bool = True) -> li
             return ["no crontab entries for this vault"]
         _set_crontab("\n".join(keep) + "\n" if keep else "")
         return [f"crontab: removed {len(existing.splitlines()) - len(keep)} lines"]
-    found = [Path(e.path) for e in entries(vault) if e.kind == kind and e.path and Path(e.path).exists()]
+    found = [Path(e.path) for e in entries(vault, every=True) if e.kind == kind and e.path and Path(e.path).exists()]
     if not found:
         return [f"no {kind} entries for this vault"]
     done: list[str] = []
@@ -229,7 +250,7 @@ def installed_commands(vault: Path) -> list[tuple[str, str]]:
         for line in _crontab().splitlines():
             if _ours_in_cron(line, vault):
                 out.append(("crontab", line.split(" ", 5)[5].split(" >/dev/null")[0]))
-    for e in entries(vault):
+    for e in entries(vault, every=True):
         if e.kind != "cron" and e.path and Path(e.path).is_file() and e.path.endswith((".service", ".plist")):
             text = Path(e.path).read_text(encoding="utf-8", errors="replace")
             if e.kind == "systemd":

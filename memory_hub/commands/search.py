@@ -8,7 +8,10 @@ fresh process spends loading them) and searches in-process when no server answer
 
 * ``search``: {query, results: [{path, title, description, kind, date, score, snippet, tags, exact}
                (+ channels, calibration, graph, rerank with --explain)], timings_ms: {stage: ms},
-               warnings: [str], served_by: server|in-process} (+ vector_query with --explain)
+               warnings: [str], served_by: server|in-process, vaults: [name]} (+ vector_query with --explain);
+               every result carries ``vault``; with team vaults (docs/team.md) the rankings are fused,
+               results also carry ref ("vault:path"), vault_rank, vault_score, and served_by is
+               {vault: server|in-process}
 * ``links``:  {note, title, backlinks: int, links: [{target, kind, heading, block, alias, line,
                target_path (null when dangling)}], neighbours: [{path, title, hops, direction, via}]}
 """
@@ -74,11 +77,42 @@ def run_search(vault: Path, args: argparse.Namespace) -> dict[str, Any]:
     return {**data, "served_by": "in-process"}
 
 
+def run_team_search(vault: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``run_search`` over this vault and the team vaults configured with it (``vaults.py``): each
+    searched where it is served, the rankings fused (``team/search.py``), each result naming its vault."""
+    from ..config import ConfigError
+    from ..team.search import fuse
+    from ..vaults import vault_set
+
+    try:
+        team = vault_set(vault, only=args.vaults.split(",") if args.vaults else None)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    if len(team) == 1 and not args.vaults:
+        data = run_search(team.primary.path, args)
+        for hit in data["results"]:
+            hit["vault"] = team.primary.name
+        return {**data, "vaults": [team.primary.name], "warnings": data["warnings"] + team.warnings()}
+    per_vault, warnings, served = [], team.warnings(), {}
+    for ref in team.refs:
+        try:
+            data = run_search(ref.path, args)
+        except CliError as exc:
+            warnings.append(f"vault {ref.name!r} was not searched: {exc}")
+            continue
+        per_vault.append((ref.name, data["results"]))
+        warnings += [f"{ref.name}: {w}" for w in data["warnings"]]
+        served[ref.name] = data["served_by"]
+    return {"query": args.query, "results": fuse(per_vault, args.k), "vaults": [n for n, _ in per_vault],
+            "warnings": warnings, "served_by": served, "timings_ms": {}}
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     vault = vault_path(args)
     if args.k is None:
         args.k = settings_of(args)["search.k"]
-    data = run_search(vault, args)
+    data = run_search(vault, args) if args.this_vault_only else run_team_search(vault, args)
+    many = len(data.get("vaults") or []) > 1
     if args.json:
         print_json(data)
         return 0
@@ -93,7 +127,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     for rank, hit in enumerate(data["results"], start=1):
         flag = " [exact]" if hit["exact"] else ""
-        print(f"{rank:2}. {visible(hit['title'])}  ({visible(hit['path'])}, {hit['kind']}"
+        where = f"{hit['vault']}:" if many else ""
+        print(f"{rank:2}. {visible(hit['title'])}  ({where}{visible(hit['path'])}, {hit['kind']}"
               f"{', ' + hit['date'] if hit['date'] else ''}){flag}")
         if hit["description"]:
             print(f"    {visible(hit['description'])}")
@@ -161,6 +196,9 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
                    help="lexical, vector, hybrid, hybrid+graph (default: search.mode), hybrid+rerank, "
                         "hybrid+graph+rerank")
     p.add_argument("--in-process", action="store_true", help="search in this process even when a server runs")
+    p.add_argument("--vaults", metavar="NAMES", help="only these vaults, comma-separated (default: this vault and "
+                   "every team vault of the user settings, [vaults.NAME]; docs/team.md)")
+    p.add_argument("--this-vault-only", action="store_true", help="leave the team vaults out")
     add_filters(p)
 
     p = add("links", cmd_links, "a note's links, and its neighbours within N hops")

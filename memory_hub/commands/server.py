@@ -30,6 +30,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from ..index.sync import SyncInterrupted, sync
 
     vault = vault_path(args)
+    if args.remote is not None:
+        return _sync_remote(vault, args)
     try:
         report = sync(vault, progress=False if args.json else None)
     except SyncInterrupted as exc:
@@ -43,6 +45,83 @@ def cmd_sync(args: argparse.Namespace) -> int:
         if vectors:
             print(vectors)
     return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    """``token add NAME``: a new random token; only its hash is stored, the token is printed once."""
+    import hashlib
+    import os
+    import secrets
+    from pathlib import Path
+
+    from ..config import settings
+    from ..server.tokens import TokensError, default_path, parse
+
+    path = Path(args.file or settings(None)["server.tokens_file"] or default_path()).expanduser()
+    existing = path.read_text(encoding="utf-8") if path.exists() else ""
+    secret = secrets.token_urlsafe(32)
+    entry = (f"\n[tokens.{args.name}]\nsha256 = \"{hashlib.sha256(secret.encode()).hexdigest()}\"\n"
+             f"scope = \"{args.scope}\"\nrate_per_minute = {args.rate}\n")
+    import tomllib
+
+    try:
+        data = tomllib.loads(existing + entry)
+        parse(data, str(path))
+    except (TokensError, tomllib.TOMLDecodeError) as exc:
+        raise CliError(f"not added: {exc}") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        fh.write(entry)
+    print(f"added {args.scope} token {args.name!r} to {path} (restart the server to use it)", file=sys.stderr)
+    print(secret)
+    return 0
+
+
+def _sync_remote(vault, args: argparse.Namespace) -> int:  # noqa: ANN001 - pathlib.Path
+    """``sync --remote [NAME]``: commit, exchange with the remote, re-index what changed (team/sync.py)."""
+    from ..team.sync import SyncError, sync_remote
+
+    served = _server_serving(vault)
+    try:
+        report = sync_remote(vault, args.remote or None, push=not args.no_push,
+                             secret_check=False if args.allow_secrets else None,
+                             vectors="skip" if args.lexical_only else "auto", index="server" if served else "here")
+    except SyncError as exc:
+        raise CliError(str(exc)) from None
+    data = report.as_dict()
+    if args.json:
+        print_json(data)
+    else:
+        print(report.summary())
+        for c in report.conflicts:
+            if c.copy:
+                print(f"  conflict: {c.path}: the remote text is kept there; yours is in {c.copy} (linked from it)")
+            elif c.resolution in _SAID:
+                print(f"  merged: {c.path}: {_SAID[c.resolution]}")
+        for line in report.notes:
+            print(f"  note: {line}")
+        vectors = report.indexed.get("vectors")
+        if vectors:
+            print(f"  vectors: {vectors}")
+        if data["unresolved_conflicts"]:
+            print(f"  {len(data['unresolved_conflicts'])} conflict copy(ies) wait to be merged by hand "
+                  "(`memory-hub status` lists them)")
+    ex = report.exchange
+    return 1 if (report.skipped and not report.skipped.startswith("another")) or (ex and ex.blocked) else 0
+
+
+_SAID = {"both-inserted": "both sides only added lines; both additions kept in place",
+         "kept-local": "deleted on the remote, changed here: your text was kept",
+         "kept-remote": "deleted here, changed on the remote: the remote text was kept"}
+
+
+def _server_serving(vault) -> bool:  # noqa: ANN001 - pathlib.Path
+    """Whether a ``memory-hub serve`` of this vault answers on its hooks socket (its watcher will index)."""
+    from ..server.local_socket import request
+
+    reply = request(vault, {"op": "ping", "client": "cli"}, timeout=1.0)
+    return bool(reply and reply.get("ok"))
 
 
 def _sync_vectors(vault, quiet: bool) -> str | None:  # noqa: ANN001 - pathlib.Path
@@ -113,6 +192,19 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
 
     p = add("sync", cmd_sync, "bring every index (lexical, links, vectors) up to date with the vault and exit")
     p.add_argument("--lexical-only", action="store_true", help="skip the vector update (fast; for hooks)")
+    p.add_argument("--remote", nargs="?", const="", default=None, metavar="NAME",
+                   help="first commit pending changes, pull and rebase onto the git remote NAME (default: "
+                        "team.remote, origin), push, then re-index what changed (docs/team.md)")
+    p.add_argument("--no-push", action="store_true", help="with --remote: pull and re-index, push nothing")
+    p.add_argument("--allow-secrets", action="store_true",
+                   help="with --remote: push even when added lines look like secrets")
+
+    p = add("token", cmd_token, "add a named bearer token (read or write scope) to the shared server's tokens file")
+    p.add_argument("action", choices=("add",), help="add: make a token, store its SHA-256, print it once")
+    p.add_argument("name", help="who uses it (shown as the author of its writes), e.g. alice or ci-bot")
+    p.add_argument("--scope", choices=("read", "write"), default="read", help="read (default) or write")
+    p.add_argument("--rate", type=int, default=600, help="requests per minute (0: no limit; default 600)")
+    p.add_argument("--file", help="the tokens file (default: server.tokens_file, ~/.config/memory-hub/tokens.toml)")
 
     p = add("install-git-hook", cmd_install_git_hook,
             "run `memory-hub sync` in the background after every commit to the vault (idempotent)")

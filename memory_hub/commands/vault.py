@@ -10,7 +10,8 @@
                unless --no-vectors)
 * ``status``: {vault, index, notes, attachments, kinds: {kind: n}, ranked_notes, links, dangling_links,
                last_sync, pending_changes, problems: ["path: problem"], vectors: <coverage> or null,
-               usage: {events, notes_read, notes_useful, machines, unpublished, unpublished_since, bad_lines}}
+               usage: {events, notes_read, notes_useful, machines, unpublished, unpublished_since, bad_lines},
+               conflicts: [{copy, note, when, who}] (sync conflict copies waiting to be merged)}
 """
 
 from __future__ import annotations
@@ -132,6 +133,10 @@ def format_status(data: dict[str, Any]) -> list[str]:
     if usage:
         lines.append("usage: " + (", ".join(f"{k.replace('_', ' ')} {v}" for k, v in usage.items()
                                             if v not in (None, [], 0)) or "no events yet"))
+    conflicts = data.get("conflicts") or []
+    if conflicts:
+        lines.append(f"sync conflicts to merge by hand: {len(conflicts)}")
+        lines += [f"  - {c['note']}: the other text is in {c['copy']}" for c in conflicts[:20]]
     lines.append(f"problems: {len(data['problems'])}")
     lines += [f"  - {p}" for p in data["problems"][:20]]
     if len(data["problems"]) > 20:

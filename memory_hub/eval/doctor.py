@@ -332,6 +332,54 @@ def check_schedule(vault: Path) -> list[Check]:
     return out
 
 
+def check_team(vault: Path) -> list[Check]:
+    """Team memory: sync conflicts waiting for a person, team vaults that are configured but absent."""
+    from ..vault.remote import unresolved
+    from ..vaults import vault_set
+
+    out = []
+    waiting = unresolved(vault)
+    if waiting:
+        shown = ", ".join(f"{c['copy']} (of {c['note']})" for c in waiting[:5])
+        out.append(Check("sync conflicts", WARN, f"{len(waiting)} conflict copy(ies) wait to be merged: {shown}"
+                         + (" …" if len(waiting) > 5 else ""),
+                         "merge the text you need into the note, then delete the copy and the note's "
+                         "'Sync conflict' callout", {"conflicts": waiting}))
+    try:
+        team = vault_set(vault)
+    except config.ConfigError as exc:
+        return [*out, Check("team vaults", FAIL, str(exc), "fix [vaults.NAME] in the user settings")]
+    for ref in team.missing:
+        out.append(Check(f"team vault {ref.name}", WARN, f"configured at {ref.path}, which does not exist: "
+                         "it is not searched", f"git clone <the team remote> {shlex.quote(str(ref.path))}"))
+    for ref in team.refs[1:]:
+        out.append(Check(f"team vault {ref.name}", PASS, f"searched with this vault ({ref.path})"
+                         + (f"; hooks ask it in {len(ref.projects)} project folder(s)" if ref.projects else "")))
+    out += check_tokens(vault)
+    return out
+
+
+def check_tokens(vault: Path) -> list[Check]:
+    """The shared server's tokens file: readable, valid, and who may write."""
+    from ..server.tokens import TokensError, default_path, load
+
+    named = config.settings(vault)["server.tokens_file"]
+    path = Path(named) if named else default_path()
+    if not path.exists():
+        if named:
+            return [Check("server tokens", FAIL, f"server.tokens_file names {path}, which does not exist",
+                          f"memory-hub token add NAME --scope read --file {shlex.quote(str(path))}")]
+        return []
+    try:
+        table = load(path)
+    except TokensError as exc:
+        return [Check("server tokens", FAIL, str(exc), "fix the file; `serve --transport http` refuses to start")]
+    scopes = ", ".join(f"{e.principal.name} ({e.principal.scope})" for e in table.entries) or "none"
+    return [Check("server tokens", PASS, f"{len(table)} named token(s) in {path}: {scopes}",
+                  data={"tokens": [{"name": e.principal.name, "scope": e.principal.scope,
+                                    "rate_per_minute": e.rate_per_minute} for e in table.entries]})]
+
+
 def check_inotify(vault: Path) -> Check | None:
     limit_file = Path("/proc/sys/fs/inotify/max_user_watches")
     if not limit_file.is_file():
@@ -389,7 +437,8 @@ def run_doctor(vault_arg: str | None = None, *, settings_error: str | None = Non
     if usable:
         steps = [lambda: check_index(vault), check_model, lambda: check_vectors(vault),
                  lambda: check_recall_index(vault), lambda: check_server(vault), lambda: check_git(vault),
-                 lambda: check_git_hook(vault), lambda: check_schedule(vault), lambda: check_inotify(vault)]
+                 lambda: check_git_hook(vault), lambda: check_schedule(vault), lambda: check_team(vault),
+                 lambda: check_inotify(vault)]
     where = projects if projects is not None else [Path.cwd()]
     steps += [lambda: check_mcp_clients(vault, home, where), lambda: check_hooks(vault, home, where),
               check_hook_failures]

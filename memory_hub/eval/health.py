@@ -79,8 +79,19 @@ def status(vault: Path, vectors: bool = False) -> dict[str, Any]:
         "pending_changes": pending_changes(store),
         "problems": [f"{r[0]}: {r[1]}" for r in conn.execute("SELECT path, problem FROM problems ORDER BY path")],
         "usage": _usage(store, vault),
+        "conflicts": _conflicts(vault),
         **({"vectors": vector_coverage(vault, store)} if vectors else {}),
     }
+
+
+def _conflicts(vault: Path) -> list[dict[str, str]]:
+    """Sync conflict copies still waiting for a person (``vault/remote.py``)."""
+    from ..vault.remote import unresolved
+
+    try:
+        return unresolved(vault)
+    except Exception:  # noqa: BLE001 - status must answer; git missing or broken shows in doctor
+        return []
 
 
 def _usage(store: Store, vault: Path) -> dict[str, Any]:

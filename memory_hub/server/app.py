@@ -22,7 +22,9 @@ from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
 from . import tools
+from .guard import PRINCIPAL_KEY
 from .state import ServerState
+from .tokens import LOCAL, Principal, bind, tool_writes, unbind
 
 log = logging.getLogger("memory_hub.server")
 
@@ -131,10 +133,55 @@ def _mode_help() -> str:
             "are still loading). 'lexical' is keyword-only; modes with 'rerank' are slower but sharper.")
 
 
+def _principal() -> Principal:
+    """Who sent the request being served: the principal ``guard.Guard`` put in the HTTP request's
+    state; LOCAL on stdio (the person who started the server)."""
+    from fastmcp.server.dependencies import get_http_request
+
+    try:
+        request = get_http_request()
+    except RuntimeError:
+        return LOCAL
+    found = (request.scope.get("state") or {}).get(PRINCIPAL_KEY)
+    return found if isinstance(found, Principal) else LOCAL
+
+
+class ScopeGate(Middleware):
+    """The one place a token's scope is enforced: a read token never reaches a tool that writes.
+
+    Whether a tool writes is ``tokens.tool_writes`` (not annotated ``readOnlyHint=True``), decided on
+    the registered tool at call time, so every write tool added to this server is covered. A read
+    token does not see write tools in its list either. The principal is bound for the call, so a
+    write can name its author (``tokens.current``)."""
+
+    def __init__(self, mcp: FastMCP) -> None:
+        self.mcp = mcp
+
+    async def on_call_tool(self, context: Any, call_next: Any) -> Any:
+        principal = _principal()
+        if not principal.can_write:
+            tool = await self.mcp.get_tool(context.message.name)
+            if tool is None or tool_writes(tool):
+                raise ToolError(f"token {principal.name!r} has the read scope; {context.message.name!r} "
+                                "changes the vault and needs a write token")
+        bound = bind(principal)
+        try:
+            return await call_next(context)
+        finally:
+            unbind(bound)
+
+    async def on_list_tools(self, context: Any, call_next: Any) -> Any:
+        listed = await call_next(context)
+        if _principal().can_write:
+            return listed
+        return [t for t in listed if not tool_writes(t)]
+
+
 def build_server(state: ServerState) -> FastMCP:
     """A FastMCP server whose tools answer from ``state``."""
     mcp = FastMCP("memory-hub", instructions=INSTRUCTIONS, version=_version(),
                   mask_error_details=False, strict_input_validation=True)
+    mcp.add_middleware(ScopeGate(mcp))
     guarded = _guarded(state)
 
     @mcp.tool(annotations=READ_ONLY, title="Search memory")
@@ -152,7 +199,8 @@ def build_server(state: ServerState) -> FastMCP:
         """Search the user's memory vault and return the best-matching notes, best first.
 
         Each result has path, title, description, date, kind, score and a short snippet. Read the
-        descriptions first; call read_note(path) only for notes you actually need."""
+        descriptions first; call read_note(path) only for notes you actually need. When team vaults
+        are searched too, results carry 'vault' and 'ref' ('vault:path'): pass ref to read_note."""
         return tools.search(state, query, k, mode, kinds, tags, path_prefix, since)
 
     @mcp.tool(annotations=READ_ONLY, title="Recall relevant notes")
@@ -205,10 +253,13 @@ def build_server(state: ServerState) -> FastMCP:
         kind: Annotated[Kind | None, Field(description="Note kind; 'capture' when empty.")] = None,
         tags: Annotated[list[str] | None, Field(description="Topic tags without '#'.")] = None,
         links: Annotated[list[str] | None, Field(description="Names of existing notes to link with [[wikilinks]].")] = None,
+        vault: Annotated[str | None, Field(description="A team vault's name to capture into (see search "
+                                                       "results' 'vault'); empty: the personal vault, or the "
+                                                       "team vault whose capture tags match.")] = None,
     ) -> dict[str, Any]:
         """Save a new note into the vault's capture folder and index it at once. Never overwrites
         an existing note; returns the new note's path and hash (for update_note)."""
-        return tools.capture(state, text, title, kind, tags, links)
+        return tools.capture(state, text, title, kind, tags, links, vault)
 
     @mcp.tool(annotations=CHANGES, title="Update a note")
     @guarded

@@ -4,7 +4,9 @@ A server on 127.0.0.1 is reachable by any web page the user opens, through DNS r
 name that resolves to 127.0.0.1). Checking the ``Host`` header against the names we actually serve,
 and a browser's ``Origin`` against the same list, stops that. Binding to any other address exposes
 the vault to the network, so it also requires ``Authorization: Bearer <token>`` with the token from
-``$MEMORY_HUB_TOKEN``. A plain ASGI middleware, so streaming (SSE) responses pass through untouched.
+``$MEMORY_HUB_TOKEN``, or one of the named tokens of a tokens file (``tokens.py``: each with a scope
+and a rate limit; the request's principal goes into the scope's state for ``app.ScopeGate``).
+A plain ASGI middleware, so streaming (SSE) responses pass through untouched.
 
 Headers are parsed strictly, since a lenient parser is how such checks are bypassed: exactly one
 ``Host`` of the form ``name[:port]`` or ``[ipv6][:port]`` (no userinfo such as
@@ -17,10 +19,13 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import math
 import os
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
+
+from .tokens import LOCAL, Principal, TokenTable, digest
 
 TOKEN_ENV = "MEMORY_HUB_TOKEN"
 # The web pages (server/web/) cannot make a browser send a bearer header on a plain link, so after a
@@ -29,6 +34,8 @@ TOKEN_ENV = "MEMORY_HUB_TOKEN"
 SESSION_COOKIE = "memory_hub_session"
 OPEN_PATHS = ("/login", "/static/app.css", "/static/app.js")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+PRINCIPAL_KEY = "memory_hub.principal"  # in the request scope's state: who sent it (tokens.Principal)
+ENV_PRINCIPAL = Principal("token", "write")  # the single $MEMORY_HUB_TOKEN
 
 Scope = dict[str, Any]
 ASGIApp = Callable[[Scope, Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]], Awaitable[None]]
@@ -57,8 +64,11 @@ def allowed_hosts_for(bind_host: str, extra: Iterable[str] = ()) -> list[str]:
     return list(dict.fromkeys(h.lower() for h in hosts))
 
 
-def require_token(bind_host: str, token: str | None) -> str | None:
-    """The token the server must check, or GuardError when a non-loopback bind has none."""
+def require_token(bind_host: str, token: str | None, tokens: TokenTable | None = None) -> str | None:
+    """The token the server must check, or GuardError when a non-loopback bind has none (named
+    ``tokens`` count)."""
+    if not token and tokens:
+        return None
     if token:
         if len(token) < 16:
             raise GuardError(f"${TOKEN_ENV} is too short; use at least 16 random characters "
@@ -116,10 +126,12 @@ def _headers(scope: Scope) -> dict[str, list[str]]:
 class Guard:
     """ASGI middleware: rejects requests with a foreign Host/Origin, or without the bearer token."""
 
-    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str], token: str | None = None) -> None:
+    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str], token: str | None = None,
+                 tokens: TokenTable | None = None) -> None:
         self.app = app
         self.allowed = {h.lower() for h in allowed_hosts}
         self.token = token
+        self.tokens = tokens if tokens else None  # named tokens with scopes and rate limits (tokens.py)
 
     async def __call__(self, scope: Scope, receive: Callable[..., Awaitable[Any]],
                        send: Callable[..., Awaitable[Any]]) -> None:
@@ -148,14 +160,31 @@ class Guard:
             if origin_host not in self.allowed:
                 await _reject(send, 403, f"origin {origins[0]!r} is not allowed")
                 return
-        if self.token is not None and scope.get("path") not in OPEN_PATHS:
+        principal = LOCAL
+        if (self.token is not None or self.tokens is not None) and scope.get("path") not in OPEN_PATHS:
             auth = (headers.get("authorization") or [""])[0]
             scheme, _, given = auth.partition(" ")
-            bearer = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
-            if not bearer and not _has_session("; ".join(headers.get("cookie", [])), self.token):
+            found = None
+            if scheme.lower() == "bearer":
+                given = given.strip()
+                if self.tokens is not None:
+                    found = self.tokens.authenticate(given)
+                if self.token is not None and hmac.compare_digest(digest(given), digest(self.token)):
+                    found = found or ENV_PRINCIPAL
+            if found is None and self.token is not None and _has_session("; ".join(headers.get("cookie", [])),
+                                                                         self.token):
+                found = ENV_PRINCIPAL  # a browser signed in at /login with $MEMORY_HUB_TOKEN
+            if found is None:
                 await _reject(send, 401, "missing or wrong bearer token (a browser: sign in at /login)",
                               {"www-authenticate": "Bearer"})
                 return
+            principal = found
+            wait = self.tokens.throttle(principal) if self.tokens is not None else 0.0
+            if wait:
+                await _reject(send, 429, f"token {principal.name!r} is over its rate limit; retry in {wait:.1f}s",
+                              {"retry-after": str(max(1, math.ceil(wait)))})
+                return
+        scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
         await self.app(scope, receive, send)
 
 

@@ -29,6 +29,9 @@ from typing import Any, NoReturn
 
 from .guard import Guard, GuardError, allowed_hosts_for, is_loopback, require_token, token_from_env
 from .state import ServerState
+from .tokens import TokensError, TokenTable
+from .tokens import default_path as default_tokens_path
+from .tokens import load as load_token_file
 
 log = logging.getLogger("memory_hub.server")
 
@@ -228,11 +231,12 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; choose {', '.join(TRANSPORTS)}")
     _configure_logging(log_level)
-    token = sock = limits = None
+    token = sock = limits = tokens = None
     if transport != "stdio":
         from .http_limits import HttpLimits
 
-        token = require_token(host, token_from_env())  # refuse before opening anything
+        tokens = load_tokens(vault)
+        token = require_token(host, token_from_env(), tokens)  # refuse before opening anything
         try:
             limits = HttpLimits.from_env()
         except ValueError as exc:
@@ -259,12 +263,17 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
         print(f"memory-hub: serving {state.vault} over {transport} at {url}", file=sys.stderr)
         print(f"memory-hub: web pages at http://{host if ':' not in host else f'[{host}]'}:{port}/ "
               f"({'writes with the token' if token else 'read-only: no MEMORY_HUB_TOKEN'})", file=sys.stderr)
+        if tokens:
+            print(f"memory-hub: {len(tokens)} named token(s) accepted ("
+                  + ", ".join(f"{e.principal.name}: {e.principal.scope}" for e in tokens.entries) + ")",
+                  file=sys.stderr)
         if not is_loopback(host):
-            print(f"memory-hub: bound to {host}; clients must send the bearer token from $MEMORY_HUB_TOKEN; "
-                  f"allowed Host names: {', '.join(hosts)}", file=sys.stderr)
+            print(f"memory-hub: bound to {host}; clients must send a bearer token (a named one, or "
+                  f"$MEMORY_HUB_TOKEN); allowed Host names: {', '.join(hosts)}", file=sys.stderr)
         print("memory-hub: add this to your client's MCP config (see docs/clients.md):", file=sys.stderr)
-        print(json.dumps(client_snippet(transport, url, token is not None), indent=2), file=sys.stderr, flush=True)
-        _run_http(mcp, transport, sock, hosts, token, limits, log_level)
+        print(json.dumps(client_snippet(transport, url, token is not None or bool(tokens)), indent=2),
+              file=sys.stderr, flush=True)
+        _run_http(mcp, transport, sock, hosts, token, limits, log_level, tokens)
         return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -295,8 +304,27 @@ def _stop_stdio_on_signals(held: list[ServerState]) -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
+def load_tokens(vault: Path) -> TokenTable | None:
+    """The named tokens of ``server.tokens_file`` (default ``~/.config/memory-hub/tokens.toml`` when it
+    exists); GuardError when the file is unusable, so a server never starts with tokens half-read."""
+    from ..config import ConfigError, settings
+
+    try:
+        named = settings(vault)["server.tokens_file"]
+    except ConfigError as exc:
+        raise GuardError(str(exc)) from None
+    path = Path(named) if named else default_tokens_path()
+    if not named and not path.exists():
+        return None
+    try:
+        table = load_token_file(path)
+    except TokensError as exc:
+        raise GuardError(str(exc)) from None
+    return table or None
+
+
 def _run_http(mcp: Any, transport: str, sock: socket.socket, hosts: list[str], token: str | None,
-              limits: Any, log_level: str) -> None:
+              limits: Any, log_level: str, tokens: TokenTable | None = None) -> None:
     """Run uvicorn on the bound socket with the guard, timeouts and caps of ``http_limits``."""
     import anyio
     import uvicorn
@@ -305,7 +333,7 @@ def _run_http(mcp: Any, transport: str, sock: socket.socket, hosts: list[str], t
     from .http_limits import ACCEPT_BATCH, SessionRoom, cap_sessions
 
     app = mcp.http_app(transport=transport, host_origin_protection=False, session_idle_timeout=limits.session_ttl,
-                       middleware=[Middleware(Guard, allowed_hosts=hosts, token=token),
+                       middleware=[Middleware(Guard, allowed_hosts=hosts, token=token, tokens=tokens),
                                    Middleware(SessionRoom, limits=limits)])
     cap_sessions(app, limits)
     config = uvicorn.Config(app, log_config=None, log_level=log_level.lower(), access_log=False, lifespan="on",

@@ -11,6 +11,7 @@ import datetime as _dt
 import json
 import logging
 import threading
+from pathlib import Path
 from typing import Any
 
 from fastmcp.exceptions import ToolError
@@ -111,11 +112,71 @@ def search(state: ServerState, query: str, k: int = 10, mode: str | None = None,
     used = getattr(result, "mode", None)
     if used:
         out["mode"] = used
-    if result.warnings:
-        out["warnings"] = list(result.warnings)
+    warnings = list(result.warnings)
+    team = team_vaults(state)
+    if team is not None:
+        out["results"], out["vaults"], more = _with_team_vaults(team, hits, query, k, mode,
+                                                                _filters(kinds, tags, path_prefix, since))
+        warnings += more
+    if warnings:
+        out["warnings"] = warnings
     if not hits:
         out["hint"] = "no notes matched; try other words, fewer filters, or the other language (日本語/English)"
     return out
+
+
+_TEAM: dict[str, Any] = {}  # vault path → its vault set (None: no team vaults); "searchers" → {path: Searcher}
+
+
+def team_vaults(state: ServerState) -> Any:
+    """The vault set of this server when team vaults are configured with it (``vaults.py``), else None.
+    Read once per server; a team vault's own index is brought up to date when first searched."""
+    key = str(state.vault)
+    if key not in _TEAM:
+        from ..config import ConfigError
+        from ..vaults import vault_set
+
+        try:
+            found = vault_set(state.vault)
+        except ConfigError as exc:
+            log.warning("team vaults not searched: %s", exc)
+            found = None
+        _TEAM[key] = found if found is not None and (len(found) > 1 or found.missing) else None
+    return _TEAM[key]
+
+
+def _team_searcher(ref: Any) -> Any:
+    searchers = _TEAM.setdefault("searchers", {})
+    key = str(ref.path)
+    if key not in searchers:
+        from ..retrieval.searcher import Searcher
+
+        sync(ref.path, progress=False)  # catch up with what `sync --remote` or a person changed there
+        searchers[key] = Searcher(ref.path)
+    return searchers[key]
+
+
+def _with_team_vaults(team: Any, hits: list[dict[str, Any]], query: str, k: int, mode: str | None,
+                      filters: Filters | None) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """This vault's hits fused with each team vault's (``team/search.py``); every result names its vault."""
+    from ..team.search import fuse
+
+    per_vault = [(team.primary.name, hits)]
+    warnings = team.warnings()
+    for ref in team.refs[1:]:
+        try:
+            result = _team_searcher(ref).search(query, k=k, filters=filters, mode=mode or None)
+        except Exception as exc:  # noqa: BLE001 - one unreadable team vault must not fail the search
+            warnings.append(f"vault {ref.name!r} was not searched: {type(exc).__name__}: {exc}")
+            continue
+        per_vault.append((ref.name, [{"path": h.path, "title": h.title, "description": h.description,
+                                      "date": h.date, "kind": h.kind, "score": h.score, "snippet": h.snippet,
+                                      "tags": list(h.tags), **({"exact": True} if h.exact else {})}
+                                     for h in result.hits]))
+    fused = fuse(per_vault, k)
+    for rank, hit in enumerate(fused, start=1):
+        hit["rank"] = rank
+    return fused, [name for name, _ in per_vault], warnings
 
 
 def recall(state: ServerState, prompt: str, budget_tokens: int = 600) -> dict[str, Any]:
@@ -125,7 +186,43 @@ def recall(state: ServerState, prompt: str, budget_tokens: int = 600) -> dict[st
         raise ToolError(f"budget_tokens must be between 50 and {MAX_RECALL_TOKENS}, not {budget_tokens}")
     from ..retrieval.recall import recall_for_server  # imported on first use: start-up stays fast
 
-    return {**recall_for_server(state, prompt, budget_tokens), "index": _freshness(state)}
+    out = {**recall_for_server(state, prompt, budget_tokens), "index": _freshness(state)}
+    team = team_vaults(state)
+    if team is not None:
+        out.update(_recall_with_team_vaults(state, team, prompt, budget_tokens))
+    return out
+
+
+def _recall_with_team_vaults(state: ServerState, team: Any, prompt: str, budget: int) -> dict[str, Any]:
+    """One block for this vault and the team vaults: each vault's recalled notes, interleaved by rank
+    (as ``team/search.py`` fuses searches), a team vault's paths written ``vault:path``, rendered
+    within the one budget."""
+    from ..retrieval.block import Entry, render
+    from ..retrieval.recall import Recaller, recaller_for_state
+
+    per_vault, warnings = [], team.warnings()
+    for ref in team.refs:
+        try:
+            if ref is team.primary:
+                result = recaller_for_state(state).recall(prompt, budget=budget)
+            else:
+                recallers = _TEAM.setdefault("recallers", {})
+                if str(ref.path) not in recallers:
+                    recallers[str(ref.path)] = Recaller(ref.path, refresh_interval=5.0)
+                result = recallers[str(ref.path)].recall(prompt, budget=budget)
+        except Exception as exc:  # noqa: BLE001 - one team vault must not fail recall
+            warnings.append(f"vault {ref.name!r} was not recalled: {type(exc).__name__}: {exc}")
+            continue
+        entries = result.block.included if result.block else []
+        prefix = "" if ref is team.primary else f"{ref.name}:"
+        per_vault.append([Entry(prefix + e.path, e.title, e.description) for e in entries])
+    fused = [v[rank] for rank in range(max((len(v) for v in per_vault), default=0)) for v in per_vault
+             if rank < len(v)]
+    if not fused:
+        return {"vaults": team.names(), **({"warnings": warnings} if warnings else {})}
+    block = render("team", fused, budget)
+    return {"block": block.text, "notes": len(block.included), "tokens": block.tokens, "skipped": None,
+            "vaults": team.names(), **({"warnings": warnings} if warnings else {})}
 
 
 def _resolve_note(state: ServerState, path: str) -> str:
@@ -154,7 +251,11 @@ def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int 
         raise ToolError(f"from_line starts at 1, not {from_line}")
     if not 1 <= max_lines <= MAX_READ_LINES:
         raise ToolError(f"max_lines must be between 1 and {MAX_READ_LINES}, not {max_lines}")
-    rel = _resolve_note(state, path)
+    team = team_vaults(state) if isinstance(path, str) and ":" in path else None
+    ref, rest = team.split_ref(path.strip()) if team is not None else (None, path)
+    if ref is not None and ref is not team.primary:
+        return _read_team_note(ref, rest, from_line, max_lines)
+    rel = _resolve_note(state, rest)
     if not rel.lower().endswith(".md"):
         raise ToolError(f"{rel} is an attachment, not a Markdown note")
     try:
@@ -164,18 +265,36 @@ def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int 
         raise ToolError(f"{rel} was deleted; the index will drop it within a second") from None
     except (UnreadableNote, OutsideVault) as exc:
         raise ToolError(f"cannot read {rel}: {exc}") from None
+    row = state.store.note_row(rel)
+    out: dict[str, Any] = {"path": rel, "title": row["title"] if row else rel, **_line_range(text, from_line, max_lines),
+                           "hash": note_hash(data)}
+    out["usage"] = _record_read(state, rel)
+    return out
+
+
+def _line_range(text: str, from_line: int, max_lines: int) -> dict[str, Any]:
+    """The lines ``read_note`` returns, and how to ask for the rest."""
     lines = text.splitlines()
     chunk = lines[from_line - 1 : from_line - 1 + max_lines]
     to_line = from_line - 1 + len(chunk)
-    row = state.store.note_row(rel)
-    out: dict[str, Any] = {
-        "path": rel, "title": row["title"] if row else rel, "from_line": from_line, "to_line": to_line,
-        "total_lines": len(lines), "text": "\n".join(chunk), "hash": note_hash(data),
-    }
+    out: dict[str, Any] = {"from_line": from_line, "to_line": to_line, "total_lines": len(lines),
+                           "text": "\n".join(chunk)}
     if to_line < len(lines):
         out["more"] = f"{len(lines) - to_line} more line(s): call read_note again with from_line={to_line + 1}"
-    out["usage"] = _record_read(state, rel)
     return out
+
+
+def _read_team_note(ref: Any, rel: str, from_line: int, max_lines: int) -> dict[str, Any]:
+    """``read_note("platform:runbooks/x.md")``: a note of a team vault, by the same rules."""
+    rel = rel.strip().replace("\\", "/")
+    try:
+        safe_path(ref.path, rel)
+        text = decode_note(read_note_bytes(ref.path, rel))
+    except FileNotFoundError:
+        raise ToolError(f"no note at {rel!r} in vault {ref.name!r}") from None
+    except (UnreadableNote, OutsideVault) as exc:
+        raise ToolError(f"cannot read {ref.name}:{rel}: {exc}") from None
+    return {"path": rel, "vault": ref.name, "ref": f"{ref.name}:{rel}", **_line_range(text, from_line, max_lines)}
 
 
 def _record_read(state: ServerState, rel: str) -> dict[str, Any]:
@@ -231,7 +350,8 @@ def related(state: ServerState, path: str, hops: int = 1, limit: int = 50) -> di
 
 
 def capture(state: ServerState, text: str, title: str | None = None, kind: str | None = None,
-            tags: list[str] | None = None, links: list[str] | None = None) -> dict[str, Any]:
+            tags: list[str] | None = None, links: list[str] | None = None, vault: str | None = None
+            ) -> dict[str, Any]:
     if not isinstance(text, str) or not text.strip():
         raise ToolError("text is empty: pass what should be remembered")
     if len(text) > MAX_CAPTURE_CHARS:
@@ -246,6 +366,19 @@ def capture(state: ServerState, text: str, title: str | None = None, kind: str |
             raise ToolError(f"tags and links must be short single-line names, not {value!r}")
     from ..capture import braindump  # imported on first use: start-up stays fast
 
+    team = team_vaults(state)
+    if vault and team is None:
+        raise ToolError(f"no vault named {vault!r}: this server has no team vaults ([vaults.NAME] in the user "
+                        "settings)")
+    if team is not None:
+        from ..config import ConfigError
+
+        try:
+            target = team.capture_target(vault, tags or [])
+        except ConfigError as exc:
+            raise ToolError(str(exc)) from None
+        if target is not team.primary:
+            return _capture_in_team_vault(target, text, title, kind, tags, links)
     try:
         # URLs are kept in the note but not fetched: a tool call must not reach the network.
         result = braindump(state.vault, text, title=title, kind=kind, tags=tags, links=links, fetch_urls=False)
@@ -259,9 +392,11 @@ def capture(state: ServerState, text: str, title: str | None = None, kind: str |
     rel = _relative(state, written)
     report = sync(state.vault, store=state.store, only=[rel, *[_relative(state, a) for a in also]], progress=False)
     row = state.store.note_row(rel)
+    paths = [rel, *[_relative(state, a) for a in also]]
     digest = _written(state)[rel] = note_hash(read_note_bytes(state.vault, rel))
-    return {"path": rel, "title": row["title"] if row else title, "kind": row["kind"] if row else kind,
-            "indexed": row is not None, "hash": digest, **extra, "index": report.summary()}
+    out = {"path": rel, "title": row["title"] if row else title, "kind": row["kind"] if row else kind,
+           "indexed": row is not None, "hash": digest, **extra, "index": report.summary()}
+    return out | authored_commit(state, paths, f"capture: {rel}")
 
 
 INLINE_INDEX = 200  # files a write tool re-indexes before it answers; more are indexed in the background
@@ -327,14 +462,29 @@ def _written(state: ServerState) -> dict[str, str]:
     return state.extras.setdefault("written", {})
 
 
+def _author() -> Any:
+    """The block a write tool commits in: named after the token that sent the write (a shared
+    server's named tokens), else git's own identity."""
+    from ..vault import git
+    from .tokens import LOCAL, current
+
+    who = current()
+    if who == LOCAL:
+        return git.author(None)
+    from ..team.authored import author_line
+
+    return git.author(author_line(who.name))
+
+
 def update_note(state: ServerState, path: str, text: str, expected_hash: str, heading: str | None = None,
                 mode: str = "append") -> dict[str, Any]:
     from ..vault.edit import update_note as update
 
     rel = _resolve_note(state, path)
     try:
-        result = update(state.vault, rel, _check_text(text), _check_hash(expected_hash, True), mode=mode,
-                        heading=heading, own_hash=_written(state).get(rel))
+        with _author():
+            result = update(state.vault, rel, _check_text(text), _check_hash(expected_hash, True), mode=mode,
+                            heading=heading, own_hash=_written(state).get(rel))
     except WriteRefused as exc:
         raise ToolError(str(exc)) from None
     out = result.as_dict()
@@ -350,7 +500,8 @@ def move_note(state: ServerState, path: str, new_path: str, expected_hash: str |
     if not isinstance(new_path, str) or not new_path.strip():
         raise ToolError("new_path is empty: pass the vault-relative path the note should have, e.g. 'decisions/x.md'")
     try:
-        result = move(state.vault, rel, new_path, _check_hash(expected_hash, False))
+        with _author():
+            result = move(state.vault, rel, new_path, _check_hash(expected_hash, False))
     except WriteRefused as exc:
         raise ToolError(str(exc)) from None
     out = _capped(_capped(result.as_dict(), "relinked"), "skipped")
@@ -376,7 +527,8 @@ def delete_note(state: ServerState, path: str, expected_hash: str | None = None)
 
     rel = _resolve_note(state, path)
     try:
-        result = trash_note(state.vault, rel, _check_hash(expected_hash, False))
+        with _author():
+            result = trash_note(state.vault, rel, _check_hash(expected_hash, False))
     except WriteRefused as exc:
         raise ToolError(str(exc)) from None
     out = _capped(result.as_dict(), "backlinks")
@@ -393,7 +545,8 @@ def restore_note(state: ServerState, path: str, new_path: str | None = None) -> 
     if not isinstance(path, str) or not path.strip():
         raise ToolError("path is empty: pass the deleted note's path (or its .trash/ path from delete_note)")
     try:
-        result = restore(state.vault, path, new_path or None)
+        with _author():
+            result = restore(state.vault, path, new_path or None)
     except WriteRefused as exc:
         raise ToolError(str(exc)) from None
     out = result.as_dict()
@@ -401,6 +554,45 @@ def restore_note(state: ServerState, path: str, new_path: str | None = None) -> 
     if result.moved_from:
         _carry_usage(state, result.moved_from, result.path)
     return out
+
+
+
+def _capture_in_team_vault(ref: Any, text: str, title: str | None, kind: str | None, tags: list[str] | None,
+                           links: list[str] | None) -> dict[str, Any]:
+    """A capture that names a team vault, or carries one of its ``capture_tags``: written there,
+    indexed in that vault's own index, committed with its author like any write."""
+    from ..capture import braindump
+
+    try:
+        result = braindump(ref.path, text, title=title, kind=kind, tags=tags, links=links, fetch_urls=False)
+    except (OutsideVault, FileExistsError, ValueError) as exc:
+        raise ToolError(f"not captured in {ref.name}: {exc}") from None
+    paths = [Path(p).as_posix() if not Path(p).is_absolute() else Path(p).resolve().relative_to(ref.path).as_posix()
+             for p in [result.path, *([result.daily] if result.daily else [])]]
+    report = sync(ref.path, only=paths, progress=False)
+    out = {"path": paths[0], "vault": ref.name, "ref": f"{ref.name}:{paths[0]}", "indexed": True,
+           "index": report.summary(), **({"redacted": result.redacted} if result.redacted else {})}
+    return out | _authored(ref.path, paths, f"capture: {paths[0]}")
+
+
+def authored_commit(state: ServerState, paths: list[str], message: str) -> dict[str, Any]:
+    """A write by a named token of a shared server is committed at once with the token as author
+    (``team/authored.py``); other writes (stdio, no tokens) are left to autocommit as before.
+    Every MCP write tool calls this after writing."""
+
+    return _authored(state.vault, paths, message)
+
+
+def _authored(vault: Any, paths: list[str], message: str) -> dict[str, Any]:
+    from .tokens import LOCAL, current
+
+    who = current()
+    if who == LOCAL:
+        return {}
+    from ..team.authored import commit_as
+
+    return {"git": commit_as(vault, paths, who.name, f"{message}\n\nWritten through the MCP server by "
+                                                      f"token {who.name!r}.")}
 
 
 def _relative(state: ServerState, written: Any) -> str:

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from . import safe_io
 
 _IDENTITY = ["-c", "user.name=Memory Hub", "-c", "user.email=memory-hub@localhost"]
+
+
+# The author that commits made in this context name (``author``): a shared server's write tools set it
+# to the token that sent the write, so ``git log`` says who wrote what. None: git's own identity.
+_AUTHOR: contextvars.ContextVar[str | None] = contextvars.ContextVar("memory_hub_git_author", default=None)
+
+
+@contextlib.contextmanager
+def author(line: str | None) -> Iterator[None]:
+    """Commits ``commit_paths`` makes inside this block name ``line`` ("Name <email>") as author."""
+    token = _AUTHOR.set(line)
+    try:
+        yield
+    finally:
+        _AUTHOR.reset(token)
 
 
 class GitError(RuntimeError):
@@ -44,8 +62,10 @@ def git_dir(vault: Path) -> Path:
 
 
 # Marker files git leaves in its folder while an operation waits for the person to finish it.
+# Not REBASE_HEAD: git 2.39 leaves it behind after a rebase that stopped once and was continued,
+# which would block every commit forever; the rebase folders say whether one is really under way.
 _IN_PROGRESS = {
-    "MERGE_HEAD": "a merge", "REBASE_HEAD": "a rebase", "rebase-merge": "a rebase", "rebase-apply": "a rebase or am",
+    "MERGE_HEAD": "a merge", "rebase-merge": "a rebase", "rebase-apply": "a rebase or am",
     "CHERRY_PICK_HEAD": "a cherry-pick", "REVERT_HEAD": "a revert", "BISECT_LOG": "a bisect",
     "sequencer": "a cherry-pick or revert sequence",
 }
@@ -151,8 +171,9 @@ def commit_paths(vault: Path, paths: list[str], message: str) -> str | None:
     staged = set(run_git(vault, "diff", "--cached", "--name-only", "--no-renames", "-z").stdout.split("\0"))
     if not staged & set(keep):
         return None  # nothing differs from HEAD (someone committed these bytes already)
-    run_git(vault, "commit", "-q", "-m", message, "--pathspec-from-file=-", "--pathspec-file-nul", input=spec,
-            identity=True)
+    who = _AUTHOR.get()
+    run_git(vault, "commit", "-q", "-m", message, *([f"--author={who}"] if who else []),
+            "--pathspec-from-file=-", "--pathspec-file-nul", input=spec, identity=True)
     return run_git(vault, "rev-parse", "HEAD").stdout.strip()
 
 

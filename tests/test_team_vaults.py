@@ -1,0 +1,150 @@
+"""Several vaults searched together: a personal vault and team vaults named in the user settings;
+one fused ranking whose results name their vault, in the CLI and through the MCP tools."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memory_hub.cli import main
+from memory_hub.index.sync import sync
+from memory_hub.team.search import fuse
+from memory_hub.vaults import vault_set
+
+
+def _vault(root: Path, notes: dict[str, str]) -> Path:
+    root.mkdir(parents=True)
+    for rel, text in notes.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    sync(root, progress=False)
+    return root
+
+
+@pytest.fixture
+def two_vaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
+    personal = _vault(tmp_path / "me", {
+        "ideas.md": "---\ntitle: Kafka ideas\n---\n# Kafka ideas\n\nMy own notes on kafka partition rebalancing.\n",
+        "diary.md": "# Diary\n\nNothing about brokers here.\n"})
+    team = _vault(tmp_path / "platform", {
+        "runbooks/kafka.md": "---\ntitle: Kafka runbook\n---\n# Kafka runbook\n\nRestart a kafka broker safely; "
+                             "check partition rebalancing first.\n",
+        "runbooks/dns.md": "# DNS\n\nFlush resolvers.\n"})
+    home = tmp_path / "cfg"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    (home / "memory-hub").mkdir(parents=True)
+    (home / "memory-hub" / "config.toml").write_text(
+        f'vault = "{personal}"\n\n[vaults.platform]\npath = "{team}"\ncapture_tags = ["platform"]\n'
+        f'projects = ["{tmp_path / "src" / "payments"}"]\n\n'
+        f'[vaults.missing]\npath = "{tmp_path / "nowhere"}"\n', encoding="utf-8")
+    return personal, team, tmp_path
+
+
+def test_cli_search_fuses_the_vaults_and_names_each(two_vaults, capsys) -> None:
+    personal, _team, _ = two_vaults
+    assert main(["--vault", str(personal), "search", "kafka partition rebalancing", "--json", "--in-process",
+                 "--mode", "lexical"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["vaults"] == ["personal", "platform"]
+    refs = [r["ref"] for r in data["results"]]
+    assert set(refs[:2]) == {"personal:ideas.md", "platform:runbooks/kafka.md"}
+    assert {r["vault"] for r in data["results"]} == {"personal", "platform"}
+    assert refs[0] == "personal:ideas.md"  # equal ranks: the personal vault first
+    assert any("'missing'" in w and "does not exist" in w for w in data["warnings"])  # said, not silent
+    # only the team vault, and only this vault
+    assert main(["--vault", str(personal), "search", "kafka", "--json", "--in-process", "--mode", "lexical",
+                 "--vaults", "platform"]) == 0
+    only = json.loads(capsys.readouterr().out)
+    assert {r["vault"] for r in only["results"]} == {"platform"}
+    assert main(["--vault", str(personal), "search", "kafka", "--json", "--in-process", "--mode", "lexical",
+                 "--this-vault-only"]) == 0
+    assert [r["path"] for r in json.loads(capsys.readouterr().out)["results"]] == ["ideas.md"]
+    assert main(["--vault", str(personal), "search", "kafka", "--in-process", "--vaults", "nope"]) == 1
+    assert "unknown vault name" in capsys.readouterr().err
+
+
+def test_mcp_search_and_read_across_vaults(two_vaults) -> None:
+    from memory_hub.server import tools
+    from memory_hub.server.state import ServerState
+
+    personal, _team, _ = two_vaults
+    state = ServerState.open(personal)
+    try:
+        out = tools.search(state, "kafka broker", k=5, mode="lexical")
+        assert out["vaults"] == ["personal", "platform"]
+        [hit] = [r for r in out["results"] if r["vault"] == "platform"]
+        assert hit["ref"] == "platform:runbooks/kafka.md" and hit["rank"] >= 1
+        read = tools.read_note(state, hit["ref"])
+        assert read["vault"] == "platform" and "Restart a kafka broker" in read["text"]
+        assert tools.read_note(state, "ideas.md")["path"] == "ideas.md"  # a plain path is this vault's
+        with pytest.raises(Exception, match="leaves the vault|refused|outside"):
+            tools.read_note(state, "platform:../me/diary.md")
+    finally:
+        from memory_hub.server.run import close_state
+
+        close_state(state)
+
+
+def test_vault_set_rules(two_vaults) -> None:
+    personal, team, tmp_path = two_vaults
+    vs = vault_set(personal)
+    assert vs.names() == ["personal", "platform"] and [m.name for m in vs.missing] == ["missing"]
+    assert vs.capture_target().name == "personal"  # captures go to the personal vault …
+    assert vs.capture_target(tags=["#Platform"]).name == "platform"  # … unless a rule says otherwise
+    assert vs.capture_target(vault="platform").name == "platform"
+    # hooks in a project folder ask the team vault only there
+    assert vault_set(personal, cwd=tmp_path / "src" / "payments" / "api").names() == ["personal", "platform"]
+    assert vault_set(personal, cwd=tmp_path / "elsewhere").names() == ["personal"]
+    # run on the team vault itself, it is the primary and keeps its name
+    assert vault_set(team).primary.name == "platform"
+
+
+def test_fuse_interleaves_by_rank() -> None:
+    a = [{"path": "a1.md", "score": 30.0}, {"path": "a2.md", "score": 1.0}]
+    b = [{"path": "b1.md", "score": 0.2}]
+    fused = fuse([("me", a), ("team", b)], k=3)
+    assert [f["ref"] for f in fused] == ["me:a1.md", "team:b1.md", "me:a2.md"]
+    assert fused[1]["vault_score"] == 0.2 and fused[1]["vault_rank"] == 1
+
+
+def test_mcp_capture_goes_to_the_personal_vault_unless_told(two_vaults) -> None:
+    from memory_hub.server import tools
+    from memory_hub.server.run import close_state
+    from memory_hub.server.state import ServerState
+
+    personal, team, _ = two_vaults
+    state = ServerState.open(personal)
+    try:
+        mine = tools.capture(state, "My own zqmineword note.", title="mine")
+        assert (personal / mine["path"]).is_file() and "vault" not in mine
+        tagged = tools.capture(state, "Broker quota zqtaggedword.", title="tagged", tags=["platform"])
+        named = tools.capture(state, "Named zqnamedword.", title="named", vault="platform")
+        for out, word in ((tagged, "zqtaggedword"), (named, "zqnamedword")):
+            assert out["vault"] == "platform" and (team / out["path"]).is_file()
+            assert not (personal / out["path"]).exists()
+            assert word in (team / out["path"]).read_text(encoding="utf-8")
+        hits = tools.search(state, "zqnamedword", k=3, mode="lexical")["results"]
+        assert [h["ref"] for h in hits] == [named["ref"]]  # indexed in the team vault's own index
+        with pytest.raises(Exception, match="no vault named"):
+            tools.capture(state, "x", vault="nope")
+    finally:
+        close_state(state)
+
+
+def test_mcp_recall_block_holds_both_vaults(two_vaults) -> None:
+    from memory_hub.server import tools
+    from memory_hub.server.run import close_state
+    from memory_hub.server.state import ServerState
+
+    personal, _team, _ = two_vaults
+    state = ServerState.open(personal)
+    try:
+        out = tools.recall(state, "how do we handle kafka partition rebalancing?", 400)
+        assert out["vaults"] == ["personal", "platform"]
+        block = out["block"]
+        assert "|ideas.md|" in block and "|platform:runbooks/kafka.md|" in block
+        assert 0 < out["tokens"] <= 400 and out["notes"] >= 2
+    finally:
+        close_state(state)
