@@ -114,10 +114,14 @@ PIN_ANY_IDENTIFIER_UP_TO = 4
 
 
 def pinned_identifiers(terms: QueryTerms) -> list[str]:
-    """The query's identifiers whose containing notes are pinned first."""
+    """The query's identifiers whose containing notes are pinned first: what it quotes, always;
+    identifier-shaped tokens (``terms.is_identifier``) in a short query; in prose only the strong ones."""
     if len(terms.all_terms) <= PIN_ANY_IDENTIFIER_UP_TO:
-        return list(terms.identifiers)
-    return [t for t in terms.identifiers if is_strong_identifier(t)]
+        found = list(terms.identifiers)
+    else:
+        found = [t for t in terms.identifiers if is_strong_identifier(t)]
+    quoted = {q.lower() for q in terms.quoted}
+    return list(terms.quoted) + [t for t in found if t.lower() not in quoted]
 
 
 def pin_exact(order: list[int], exact: list[int]) -> list[int]:
