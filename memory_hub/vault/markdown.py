@@ -19,7 +19,14 @@ _COMMENT = re.compile(r"%%.*?%%|<!--.*?-->", re.DOTALL)
 
 
 def _blank(s: str) -> str:
-    return re.sub(r"[^\n]", " ", s)
+    if "\n" not in s:
+        return " " * len(s)
+    return "\n".join(" " * len(line) for line in s.split("\n"))
+
+
+def mask_comments(code_masked: str) -> str:
+    """``mask_code(text, comments=False)``'s result with comments blanked too (= ``mask_code(text)``)."""
+    return _COMMENT.sub(lambda m: _blank(m.group(0)), code_masked)
 
 
 def mask_code(text: str, comments: bool = True) -> str:
@@ -104,6 +111,8 @@ def plain_text(markdown: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+_LEAD_SCAN_CHARS = 20_000
+_PARAGRAPH_BREAK = re.compile(r"(\n[ \t]*\n)")
 _BLOCK_ID = re.compile(r"\s\^[\w-]+$")  # a block reference id ending a line (`… ^github`)
 _TAG_ONLY = re.compile(r"(?<![\w#])#[^\s#]+")
 _SKIP_PARAGRAPH = re.compile(
@@ -111,22 +120,29 @@ _SKIP_PARAGRAPH = re.compile(
 )
 
 
-def prose_paragraphs(masked_body: str, original_body: str, limit: int = 240, count: int = 1) -> list[str]:
+def prose_paragraphs(masked_body: str, original_body: str, limit: int = 240, count: int = 1,
+                     code_masked: str | None = None) -> list[str]:
     """The first ``count`` paragraphs of real prose, each trimmed to ``limit`` characters.
 
     Not prose: headings, quotes, tables, rules, images, code, footnotes, HTML blocks, template
     placeholders, a paragraph of tags alone (``#placeholder/description``). Comments
     (``%% … %%``, ``<!-- … -->``) and inline HTML tags never reach the text: a reader does not
-    see them, so a description must not show them.
+    see them, so a description must not show them. ``code_masked``: the body with only code
+    masked, when the caller has it (saves a pass).
     """
-    pieces, pos = [], 0
-    for m in _COMMENT.finditer(mask_code(original_body, comments=False)):  # comments outside code
-        pieces += [original_body[pos : m.start()], _blank(m.group(0))]
-        pos = m.end()
-    readable = "".join(pieces) + original_body[pos:]
+    head = masked_body[:_LEAD_SCAN_CHARS]  # leads are near the top; a long body is not scanned whole
+    readable = original_body[: len(head)]
+    if "%%" in readable or "<!--" in readable:
+        if code_masked is None:
+            code_masked = mask_code(readable, comments=False)
+        pieces, pos = [], 0
+        for m in _COMMENT.finditer(code_masked[: len(head)]):  # comments outside code
+            pieces += [readable[pos : m.start()], _blank(m.group(0))]
+            pos = m.end()
+        readable = "".join(pieces) + readable[pos:]
     found: list[str] = []
     offset = 0
-    for block in re.split(r"(\n[ \t]*\n)", masked_body):
+    for block in _PARAGRAPH_BREAK.split(head):
         start, offset = offset, offset + len(block)
         if not block.strip() or block.startswith("\n"):
             continue

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import frontmatter as fm
 from .links import Link, extract_links
-from .markdown import inline_tags, mask_code, plain_text, prose_paragraphs, top_heading, trim
+from .markdown import inline_tags, mask_code, mask_comments, plain_text, prose_paragraphs, top_heading, trim
 
 # Bumped whenever the same file would parse to a different note (title, description, kind rules):
 # the index re-reads every note once on its next sync, so an upgrade never leaves old titles behind.
@@ -145,6 +145,8 @@ def folder_name(name: str) -> str:
 def has_placeholders(text: str) -> bool:
     """Whether ``text`` (code and comments already masked) holds unfilled template fields outside
     link texts."""
+    if "{{" not in text and "<%" not in text:
+        return False
     return bool(PLACEHOLDER.search(_LINK_SPANS.sub(" ", text)))
 
 
@@ -161,7 +163,8 @@ def parse_note(path: str, text: str) -> Note:
     block = fm.parse(text)
     data = block.data
     problems = [block.problem] if block.problem else []
-    masked = mask_code(block.body)
+    code_masked = mask_code(block.body, comments=False)
+    masked = mask_comments(code_masked)
 
     # The title as Obsidian shows it: frontmatter title, else the H1 the note opens with, else
     # the file name. Never a later H1 (a footer), never an unfilled placeholder.
@@ -172,7 +175,7 @@ def parse_note(path: str, text: str) -> Note:
         title = heading if heading and not PLACEHOLDER.search(heading) else stem
     declared = _clean_line(data.get("description") or data.get("summary") or "")
     leads = [trim(declared, 300)] if declared and not PLACEHOLDER.search(declared) else []
-    leads += prose_paragraphs(masked, block.body, count=LEADS - len(leads))
+    leads += prose_paragraphs(masked, block.body, count=LEADS - len(leads), code_masked=code_masked)
     leads = [x for x in leads if not PLACEHOLDER.search(x)]
     description = leads[0] if leads else ""
     kind = infer_kind(path, data.get("kind"))
