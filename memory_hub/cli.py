@@ -10,8 +10,10 @@ The core commands' ``--json`` shapes (keys may be added, never renamed or remove
                skipped: [{path, reason}], problems: [{path, problem}], links_resolved: int,
                seconds: float, interrupted: bool} (+ the vector step's keys unless --no-vectors)
 * ``search``: {query, results: [{path, title, description, kind, date, score, snippet, tags, exact}
-               (+ channels, calibration, graph, rerank with --explain)], timings_ms: {stage: ms}, warnings: [str]}
-               (+ vector_query with --explain: what the embedder was asked)
+               (+ channels, calibration, graph, rerank with --explain)], timings_ms: {stage: ms}, warnings: [str],
+               low_confidence: bool (no channel found real evidence; the hits are only the nearest notes)}
+               (+ vector_query and evidence with --explain: what the embedder was asked, each channel's
+               evidence and weight)
 * ``links``:  {note, title, backlinks: int, links: [{target, kind, heading, block, alias, line,
                target_path (null when dangling)}], neighbours: [{path, title, hops, direction, via}]}
 * ``status``: {vault, index, notes, attachments, kinds: {kind: n}, ranked_notes, links, dangling_links,
@@ -94,7 +96,7 @@ def _filters(args: argparse.Namespace):  # noqa: ANN202 - returns lexical.Filter
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from .retrieval.search import QueryError
+    from .retrieval.search import LOW_CONFIDENCE_HINT, QueryError
     from .retrieval.searcher import Searcher
 
     vault = _vault(args)
@@ -109,16 +111,23 @@ def cmd_search(args: argparse.Namespace) -> int:
             "results": [h.as_dict(explain=args.explain) for h in result.hits],
             "timings_ms": result.timings_ms,
             "warnings": result.warnings,
+            "low_confidence": result.low_confidence,
             **({"vector_query": result.vector_query} if args.explain and result.vector_query else {}),
+            **({"evidence": result.evidence} if args.explain and result.evidence else {}),
         })
         return 0
     for warning in result.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        if not (result.low_confidence and warning == LOW_CONFIDENCE_HINT):
+            print(f"warning: {warning}", file=sys.stderr)
     if args.explain and result.vector_query and result.vector_query != result.query:
         print(f"vector query: {result.vector_query}  (terms found in nearly every note in scope left out)")
+    if args.explain and result.evidence:
+        print(f"evidence: {json.dumps(result.evidence, ensure_ascii=False)}")
     if not result.hits:
         print("no results")
         return 0
+    if result.low_confidence:
+        print(LOW_CONFIDENCE_HINT)
     for rank, hit in enumerate(result.hits, start=1):
         flag = " [exact]" if hit.exact else ""
         print(f"{rank:2}. {hit.title}  ({hit.path}, {hit.kind}{', ' + hit.date if hit.date else ''}){flag}")
