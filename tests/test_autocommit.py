@@ -19,7 +19,7 @@ def git(vault: Path, *args: str) -> str:
 
 @pytest.fixture
 def repo(make_vault):
-    vault, store = make_vault({"a.md": "# A\n", "b.md": "# B\n", ".gitignore": ".memory_hub/\n"})
+    vault, store = make_vault({"a.md": "# A\n", "b.md": "# B\n", ".gitignore": ".memory_hub/\n.mh-*.tmp\n"})
     git(vault, "init", "-q")
     git(vault, "add", "-A")
     git(vault, "commit", "-qm", "init")

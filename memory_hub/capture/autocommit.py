@@ -1,10 +1,14 @@
 """Auto-commit: keep the vault's history without the person thinking about git.
 
 ``autocommit`` commits whatever changed, with a message naming the notes added, modified and
-deleted. It never commits index caches (``.memory_hub/`` is git-ignored, checked every run, and
-unstaged again if they ever get staged), never commits while a merge, rebase, cherry-pick, revert or bisect
-is in progress, and never touches the working tree, so no change can be lost: what is not
-committed now is committed next time.
+deleted. It never commits index caches or the temp files of a write in flight (``.memory_hub/`` and
+``.mh-*.tmp`` are git-ignored, checked every run, never staged, and untracked again if they ever
+were), commits only on a branch (a commit on a detached HEAD would be left behind by the next
+``git switch``), never while a merge, rebase, cherry-pick, revert or bisect is in progress, and never
+while a dream pass runs. A dream step a killed pass left half-written is settled first (completed
+or rolled back, see ``vault.journal``), so it never rides along in a "vault:" commit. Apart from
+that it never touches the working tree, so no change can be lost: what is not committed now is
+committed next time.
 """
 
 from __future__ import annotations
@@ -14,13 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import INDEX_DIRNAME, index_dir
-from ..locks import is_locked
-from ..vault.git import GitError, ensure_gitignore, is_repo, run_git
+from ..locks import file_lock, is_locked
+from ..vault.git import (  # noqa: F401 - operation_in_progress re-exported for callers of its old home
+    GitError,
+    commit_blocker,
+    ensure_gitignore,
+    git_dir,
+    is_repo,
+    operation_in_progress,
+    run_git,
+)
+from ..vault.journal import pending, recover
 
-_IN_PROGRESS = {
-    "MERGE_HEAD": "a merge", "REBASE_HEAD": "a rebase", "rebase-merge": "a rebase", "rebase-apply": "a rebase or am",
-    "CHERRY_PICK_HEAD": "a cherry-pick", "REVERT_HEAD": "a revert", "BISECT_LOG": "a bisect",
-}
+TEMP_GLOB = ".mh-*.tmp"  # vault.writer's temporary files (see vault.git.IGNORED)
+_NO_TEMPS = f":(exclude,glob)**/{TEMP_GLOB}"  # even where .gitignore does not (yet) say so
 
 
 class AutocommitError(RuntimeError):
@@ -33,6 +44,7 @@ class CommitReport:
     commit: str | None = None
     message: str = ""
     skipped: str | None = None  # why nothing was committed, when something changed
+    blocked: str | None = None  # why no commit may be made now (detached HEAD, a rebase …), changes or not
     added: list[str] = field(default_factory=list)
     modified: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
@@ -41,21 +53,6 @@ class CommitReport:
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
-
-
-def git_dir(vault: Path) -> Path:
-    out = run_git(vault, "rev-parse", "--git-dir").stdout.strip()
-    path = Path(out)
-    return path if path.is_absolute() else (vault / path)
-
-
-def operation_in_progress(vault: Path) -> str | None:
-    """The git operation in progress in the vault ("a merge", "a rebase" …), or None."""
-    gdir = git_dir(vault)
-    for name, what in _IN_PROGRESS.items():
-        if (gdir / name).exists():
-            return what
-    return None
 
 
 def _name(path: str) -> str:
@@ -100,16 +97,22 @@ def _staged(vault: Path) -> tuple[list[str], list[str], list[str], list[tuple[st
 
 
 def ensure_index_ignored(vault: Path) -> list[str]:
-    """Make sure ``.memory_hub/`` is ignored and untracked; returns what had to be fixed."""
+    """Make sure ``.memory_hub/`` and temp files are ignored and untracked; returns what had to be fixed."""
     fixed = []
-    probe = f"{INDEX_DIRNAME}/index.sqlite3"
-    if run_git(vault, "check-ignore", "-q", "--no-index", probe, check=False).returncode != 0:
-        ensure_gitignore(vault)
-        fixed.append(f"added {INDEX_DIRNAME}/ to .gitignore")
+    for probe, line in ((f"{INDEX_DIRNAME}/index.sqlite3", f"{INDEX_DIRNAME}/"), (".mh-probe.tmp", TEMP_GLOB)):
+        if run_git(vault, "check-ignore", "-q", "--no-index", probe, check=False).returncode != 0:
+            ensure_gitignore(vault)
+            fixed.append(f"added {line} to .gitignore")
     tracked = run_git(vault, "ls-files", "--", INDEX_DIRNAME).stdout.split()
     if tracked:
         run_git(vault, "rm", "-r", "-q", "--cached", "--", INDEX_DIRNAME)
         fixed.append(f"stopped tracking {len(tracked)} index file(s) under {INDEX_DIRNAME}/ (kept on disk)")
+    temps = run_git(vault, "ls-files", "-z", "--", f":(glob)**/{TEMP_GLOB}").stdout.split("\0")
+    temps = [t for t in temps if t]
+    if temps:
+        run_git(vault, "rm", "-q", "--cached", "--", *temps)
+        fixed.append(f"stopped tracking {len(temps)} temporary file(s) ({', '.join(temps[:3])}) left by an "
+                     "interrupted write")
     return fixed
 
 
@@ -123,12 +126,10 @@ def autocommit(vault: Path, message: str | None = None, lock_wait_s: float = 5.0
     vault = Path(vault)
     if not is_repo(vault):
         raise AutocommitError(f"{vault} is not a git repository (run `git init` there, or `memory-hub init`)")
-    busy = operation_in_progress(vault)
-    if busy:
+    blocker = commit_blocker(vault)
+    if blocker:
         dirty = bool(run_git(vault, "status", "--porcelain").stdout.strip())
-        return CommitReport(False, skipped=f"{busy} is in progress; not committing until it is finished"
-                            if dirty else None,
-                            notes=[f"{busy} in progress"])
+        return CommitReport(False, skipped=blocker if dirty else None, blocked=blocker)
     if dream_running(vault):
         return CommitReport(False, skipped="a dream pass is running; it commits its own changes")
     deadline = time.monotonic() + lock_wait_s
@@ -136,19 +137,31 @@ def autocommit(vault: Path, message: str | None = None, lock_wait_s: float = 5.0
         if time.monotonic() > deadline:
             return CommitReport(False, skipped="another git process holds index.lock; try again later")
         time.sleep(0.1)
-    notes = ensure_index_ignored(vault)
-    try:
-        run_git(vault, "add", "-A", "--", ".")
+    # Holding the dream lock keeps a pass from starting while this stages files (its half-written
+    # step would ride along in this commit); it also makes settling an interrupted step safe.
+    with file_lock(index_dir(vault) / "dream.lock", blocking=False) as held:
+        if not held:
+            return CommitReport(False, skipped="a dream pass is running; it commits its own changes")
+        notes = [o.describe() for o in recover(vault)] if pending(vault) else []
+        if pending(vault):
+            return CommitReport(False, skipped="an interrupted dream step is waiting: " + "; ".join(notes), notes=notes)
+        notes += ensure_index_ignored(vault)
+        try:
+            return _commit_all(vault, message, notes)
+        except GitError as exc:
+            raise AutocommitError(str(exc)) from None
+
+
+def _commit_all(vault: Path, message: str | None, notes: list[str]) -> CommitReport:
+    run_git(vault, "add", "-A", "--", ".", _NO_TEMPS)
+    added, modified, deleted, renamed = _staged(vault)
+    if any(p.startswith(INDEX_DIRNAME + "/") for p in added + modified):  # belt and braces
+        run_git(vault, "rm", "-r", "-q", "--cached", "--", INDEX_DIRNAME)
         added, modified, deleted, renamed = _staged(vault)
-        if any(p.startswith(INDEX_DIRNAME + "/") for p in added + modified):  # belt and braces
-            run_git(vault, "rm", "-r", "-q", "--cached", "--", INDEX_DIRNAME)
-            added, modified, deleted, renamed = _staged(vault)
-        if not (added or modified or deleted or renamed):
-            return CommitReport(False, notes=notes)
-        text = message or commit_message(added, modified, deleted, renamed)
-        run_git(vault, "commit", "-q", "-m", text, identity=True)
-    except GitError as exc:
-        raise AutocommitError(str(exc)) from None
+    if not (added or modified or deleted or renamed):
+        return CommitReport(False, notes=notes)
+    text = message or commit_message(added, modified, deleted, renamed)
+    run_git(vault, "commit", "-q", "-m", text, identity=True)
     head = run_git(vault, "rev-parse", "HEAD").stdout.strip()
     return CommitReport(True, commit=head, message=text.splitlines()[0], added=added, modified=modified,
                         deleted=deleted, renamed=renamed, notes=notes)

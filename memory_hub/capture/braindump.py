@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from .dates import find_deadline
 
 MAX_CAPTURE_BYTES = int(os.environ.get("MEMORY_HUB_MAX_CAPTURE_BYTES", 256 * 1024))
 SCOPES = ("personal", "work", "project")
+DESCRIPTION_CHARS = 240
 CAPTURE_FOLDER = "inbox"  # every capture lands here, whatever its kind; dream and people sort it later
 
 
@@ -88,19 +90,40 @@ def _clean_tags(tags: list[str] | None) -> list[str]:
 
 
 def _description(text: str, title: str, actions: list[str]) -> str:
+    """The capture's opening words, cut where a sentence ends (else at a word, marked with "…").
+
+    The title is the first sentence (or heading) cut short; the description carries on from the same
+    first sentence rather than splicing the rest of a cut sentence after it.
+    """
     from ..vault.markdown import plain_text, trim
 
-    body = plain_text(text).strip()
-    first = " ".join(body.replace("[ ]", "").replace("[x]", "").split())
-    head = title.rstrip("…")
-    if first.startswith(head):
-        first = first[len(head):].strip(" .。-:")
-    head = head.rstrip(".。!！?？")
-    sep = "。" if not head.isascii() else ". "
-    desc = f"{head}{sep}{first}" if first else head
-    if actions:
-        desc += f" ({len(actions)} action item{'s' if len(actions) != 1 else ''})"
-    return trim(desc, 240)
+    lines = []
+    for raw in text.splitlines():
+        line = re.sub(r"^\s*(?:#{1,6}\s+|[-*+]\s+(?:\[[ xX]\]\s+)?|\d+[.)]\s+)", "", raw).strip()
+        if line:
+            lines.append(line)
+    # a line break ends a sentence (a heading, a list item): say so, so the cut below can find it
+    flat = plain_text(" ".join(ln if i == len(lines) - 1 or re.search(r"[.!?。！？:：]$", ln)
+                               else ln + ("." if ln.isascii() else "。") for i, ln in enumerate(lines)))
+    suffix = f" ({len(actions)} action item{'s' if len(actions) != 1 else ''})" if actions else ""
+    limit = DESCRIPTION_CHARS - len(suffix)
+    if not flat:
+        return trim(title, limit) + suffix
+    if len(flat) <= limit:
+        return flat + suffix
+    cut = flat[:limit + 1]
+    ends = [m.end() for m in re.finditer(r"[.!?](?=\s)|[。！？]", cut)]
+    if ends and ends[-1] >= limit * 0.4:
+        return cut[:ends[-1]].strip() + suffix
+    return trim(flat, limit) + suffix
+
+
+def _yaml_date(value: str) -> _dt.date | str:
+    """An ISO day as a YAML date (``created: 2026-05-20``, like the vault's notes), anything else as given."""
+    try:
+        return _dt.date.fromisoformat(value)
+    except (TypeError, ValueError):
+        return value
 
 
 def render_capture(*, title: str, description: str, kind: str, scope: str, tags: list[str], created: str,
@@ -110,12 +133,12 @@ def render_capture(*, title: str, description: str, kind: str, scope: str, tags:
     """The Markdown text of a capture note: full frontmatter, the text as given, then what was found."""
     fields: dict[str, object] = {
         "title": title, "description": description, "kind": kind, "scope": scope, "tags": tags,
-        "created": created, "updated": created,
+        "created": _yaml_date(created), "updated": _yaml_date(created),
     }
     if due:
-        fields["due"] = due
+        fields["due"] = _yaml_date(due)
     if deadline:
-        fields["deadline"] = deadline
+        fields["deadline"] = _yaml_date(deadline)
     if kind == CAPTURE:
         fields["status"] = "inbox"
     fields["access_count"] = 0

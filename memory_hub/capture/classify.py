@@ -78,8 +78,22 @@ def classify_scope(text: str) -> tuple[str, list[str]]:
     return best, [f"{best}: {', '.join(hits[best])}"]
 
 
+# Sentence ends inside a line: ". " before a capital, digit, quote or bracket (so "e.g. x" and "v1.2"
+# stay whole), and Japanese full stops.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`*])|(?<=[。！？])")
+
+
+def sentences(line: str) -> list[str]:
+    """The sentences of one line of prose."""
+    return [p.strip() for p in _SENTENCE_END.split(line) if p and p.strip()]
+
+
 def extract_actions(text: str) -> list[str]:
-    """Action items: open checkboxes, TODO lines, "need to …", 「〜する」「やる」 lines with a cue."""
+    """Action items: open checkboxes, TODO lines, "need to …", 「〜する」「やる」 lines with a cue.
+
+    An item is the actionable sentence, not the paragraph around it: "We looked at it. We need to
+    rotate the keys. Also …" gives "We need to rotate the keys."; a checkbox is kept as written.
+    """
     actions: list[str] = []
     for raw in text.splitlines():
         line = raw.strip()
@@ -92,11 +106,11 @@ def extract_actions(text: str) -> list[str]:
             continue
         m = _TODO.match(line)
         if m:
-            actions.append(m.group(1).strip())
+            actions.append(sentences(m.group(1))[0])
             continue
-        m = _EN_ACTION.search(line)
-        if m:
-            actions.append(line.lstrip("-*+ ").strip())
+        if _EN_ACTION.search(line):
+            found = [s.lstrip("-*+ ").strip() for s in sentences(line.lstrip("-*+ ")) if _EN_ACTION.search(s)]
+            actions.extend(found or [line.lstrip("-*+ ").strip()])
             continue
         for sentence in re.split(r"(?<=[。！!？?])", line):
             sentence = sentence.strip().lstrip("-*+ ・").strip()

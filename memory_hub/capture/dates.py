@@ -10,7 +10,9 @@ field holds. Forms understood (English and Japanese):
 * relative, only next to a deadline cue: ``by Friday``, ``due tomorrow``, ``金曜まで``, ``明日まで``
 
 A date is a *deadline* when a cue sits next to it: ``by``, ``due``, ``until``, ``before``,
-``deadline``, ``まで``, ``までに``, ``締切``/``締め切り``, ``期限``, ``〆切``, ``due:`` …
+``deadline``, ``まで``, ``までに``, ``締切``/``締め切り``, ``期限``, ``〆切``, ``due:`` … — also when the
+cue names what is due first: "Deadline for the runbook: 2026-12-20", "the due date of the audit is
+May 3", "ランブックの締切は12月20日".
 """
 
 from __future__ import annotations
@@ -53,6 +55,12 @@ _CUE_BEFORE = re.compile(
     r"|(?:期限|締切|締め切り|〆切|納期|期日)\s*(?:は|:|：)?\s*)$",
     re.IGNORECASE,
 )
+# "Deadline for the runbook: <date>": the cue, what it is for, then a colon or "is" right before the date.
+_CUE_FOR = re.compile(
+    r"\b(?:deadline|due date|due|target date|cut-?off)\s+(?:for|of|on)\s+[^.!?\n:：]{1,60}?"
+    r"(?:\s*[:：]\s*|\s+is\s+(?:on\s+|due\s+)?|\s+(?:falls\s+)?on\s+)$",
+    re.IGNORECASE,
+)
 _CUE_AFTER = re.compile(r"^\s*(?:\([^)]{0,6}\)|（[^）]{0,6}）)?\s*(?:まで|までに|迄|締切|締め切り|〆切|期限|が期限|が締切|締)")
 
 
@@ -88,7 +96,10 @@ def _make(y: int | None, m: int, d: int, today: _dt.date) -> _dt.date | None:
 def _is_cued(text: str, start: int, end: int) -> bool:
     before = text[max(0, start - 30):start]
     after = text[end:end + 12]
-    return bool(_CUE_BEFORE.search(before) or _CUE_AFTER.match(after))
+    if _CUE_BEFORE.search(before) or _CUE_AFTER.match(after):
+        return True
+    sentence = re.split(r"[.!?。！？\n]\s", text[max(0, start - 90):start])[-1]
+    return bool(_CUE_FOR.search(sentence))
 
 
 def _next_weekday(today: _dt.date, weekday: int, next_week: bool = False) -> _dt.date:

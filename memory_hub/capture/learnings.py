@@ -12,12 +12,21 @@ became obvious, so at session end the transcript tail is read back and the techn
    nearly all of the candidate's terms makes it a duplicate (dropped), a partial overlap makes it
    related (linked from the new note).
 3. write the survivors into ``learnings/`` as capture notes pointing back at the transcript.
+
+The transcript is a saved capture in the vault, or the agent's own file wherever it lives (Claude
+Code keeps them in ``~/.claude/projects/…/<session>.jsonl``): a path outside the vault is *read*
+— a regular file of a transcript type and sane size, never a FIFO or a device — while every write
+stays inside the vault. JSON-lines transcripts are read as the conversation they hold, never as
+raw JSON.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +42,10 @@ DUPLICATE = 0.8  # share of a candidate's terms already in one note: nothing new
 RELATED = 0.45  # partial overlap: kept, and linked to that note
 MAX_LEARNINGS = 5
 TAIL_CHARS = 12_000
+TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".md", ".markdown", ".txt", ".log")
+MAX_TRANSCRIPT_BYTES = int(os.environ.get("MEMORY_HUB_MAX_TRANSCRIPT_BYTES", 256 * 1024 * 1024))
+TRANSCRIPT_TAIL_BYTES = 2 * 1024 * 1024  # read from the end: a week-long session costs what a short one does
+_JSONISH = re.compile(r'^\s*[\[{]|"\w+"\s*:\s*["{\[\d]')
 
 _TECH = re.compile(
     r"`[^`]+`|\b[\w.-]+/[\w./-]+\b|\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z]+[A-Z]\w+\b|--[a-z][\w-]+|"
@@ -116,6 +129,8 @@ def extract_candidates(text: str, limit: int = MAX_LEARNINGS) -> list[Candidate]
         plain = plain_text(sentence).strip()
         if not 25 <= len(plain) <= 400 or plain.endswith(("?", "？")) or _CHAT.match(plain):
             continue
+        if _JSONISH.search(plain):
+            continue  # a line of raw JSON (tool output, a transcript record) is not a finding
         tech = len(_TECH.findall(sentence))
         cue = len(_CUE.findall(sentence))
         if not tech or not cue:
@@ -125,7 +140,7 @@ def extract_candidates(text: str, limit: int = MAX_LEARNINGS) -> list[Candidate]
             continue
         seen.add(key)
         score = min(tech, 4) + 2 * min(cue, 2) + (1 if "`" in sentence else 0)
-        scored.append(Candidate(title=cls.make_title(plain, 80), text=sentence, score=float(score)))
+        scored.append(Candidate(title=learning_title(plain), text=sentence, score=float(score)))
     scored.sort(key=lambda c: -c.score)
     return scored[:limit]
 
@@ -150,9 +165,11 @@ def llm_candidates(text: str, limit: int = MAX_LEARNINGS) -> list[Candidate]:
         if not isinstance(item, dict):
             continue
         body = str(item.get("text") or "").strip()
-        title = str(item.get("title") or "").strip() or cls.make_title(body, 80)
         if not body:
             continue
+        title = str(item.get("title") or "").strip()
+        if not title or _JSONISH.search(title):
+            title = learning_title(plain_text(body))
         tags = [str(t) for t in item.get("tags") or [] if isinstance(t, (str, int))]
         out.append(Candidate(title=trim(title, 100), text=body, tags=tags, score=1.0))
     return out
@@ -197,10 +214,23 @@ def check_against_vault(vault: Path, candidates: list[Candidate], k: int = 5, ex
         cand.verdict = "duplicate" if best >= DUPLICATE else "related" if best >= RELATED else "new"
 
 
-def write_learning(vault: Path, cand: Candidate, source: str | None, today: _dt.date) -> str:
+def learning_title(plain: str) -> str:
+    """A note title from a finding's plain text: its first clause, without the lead-in words."""
+    text = re.sub(r"(?i)^(?:so|ok|okay|also|and|note that|remember that|it turns out( that)?|turns out( that)?)[,:]?\s+",
+                  "", plain.strip())
+    title = cls.make_title(text[:1].upper() + text[1:], 80)
+    return title.rstrip(".。:;,") if not title.endswith("…") else title
+
+
+def write_learning(vault: Path, cand: Candidate, source: str | None, today: _dt.date,
+                   source_file: str | None = None) -> str:
     links = [m["path"].removesuffix(".md") for m in cand.matches if isinstance(m.get("path"), str)][:3]
-    body = cand.text + ("\n\nFrom the session transcript [[" + source.rsplit("/", 1)[-1].removesuffix(".md") + "]]."
-                        if source else "")
+    if source:
+        body = cand.text + "\n\nFrom the session transcript [[" + source.rsplit("/", 1)[-1].removesuffix(".md") + "]]."
+    elif source_file:
+        body = cand.text + f"\n\nFrom the session transcript `{source_file}`."
+    else:
+        body = cand.text
     tags = list(dict.fromkeys(["learning"] + cand.tags + cls.extract_themes(cand.text, limit=3)))
     text = render_capture(title=cand.title, description=trim(cand.text, 240), kind="capture", scope="work",
                           tags=tags, created=today.isoformat(), body=body, links=links)
@@ -215,10 +245,16 @@ def write_learning(vault: Path, cand: Candidate, source: str | None, today: _dt.
 
 
 def learnings_from_text(vault: Path, text: str, source: str | None = None, *, today: _dt.date | None = None,
-                        dry_run: bool = False, use_llm: bool | None = None) -> LearningsReport:
-    """Extract, check and write learnings from a transcript's text."""
+                        dry_run: bool = False, use_llm: bool | None = None,
+                        source_file: str | None = None) -> LearningsReport:
+    """Extract, check and write learnings from a transcript's text (JSON lines are read as the conversation).
+
+    ``source`` is the transcript's vault path (the notes link to it); ``source_file`` the file name of a
+    transcript read from outside the vault (named in the notes, never linked).
+    """
     today = today or _dt.date.today()
-    report = LearningsReport(source=source, judge="rules")
+    text = transcript_text(text)
+    report = LearningsReport(source=source or source_file, judge="rules")
     if use_llm is None:
         use_llm = configured() is not None
     candidates: list[Candidate] = []
@@ -235,7 +271,7 @@ def learnings_from_text(vault: Path, text: str, source: str | None = None, *, to
     for cand in candidates:
         if cand.verdict == "duplicate" or dry_run:
             continue
-        cand.path = write_learning(vault, cand, source, today)
+        cand.path = write_learning(vault, cand, source, today, source_file=source_file)
         report.written.append(cand.path)
     return report
 
@@ -244,3 +280,72 @@ def learnings_from_capture(vault: Path, rel: str, **kwargs: object) -> Learnings
     """Learnings from a saved transcript capture (a vault-relative path)."""
     note = parse_note(rel, read_note_text(vault, rel))
     return learnings_from_text(vault, note.body, source=rel, **kwargs)  # type: ignore[arg-type]
+
+
+class TranscriptError(ValueError):
+    """A transcript path that cannot be read (missing, not a regular file, wrong type, too big, binary)."""
+
+
+def transcript_text(text: str) -> str:
+    """A transcript as prose: JSON lines (Claude Code, Codex) become the user and assistant messages."""
+    head = text.lstrip()[:1]
+    if head not in ("{", "["):
+        return text
+    from ..hooks.transcript import parse_line  # the one reader of agent transcript records
+
+    out, records = [], 0
+    for raw in text.splitlines():
+        try:
+            item = json.loads(raw)
+        except ValueError:
+            continue
+        records += 1
+        msg = parse_line(item)
+        if msg is not None and msg.role in ("user", "assistant") and msg.text.strip():
+            out.append(f"{msg.role.capitalize()}: {msg.text.strip()}")
+    return "\n\n".join(out) if records else text
+
+
+def read_transcript_file(path: str | os.PathLike[str], max_bytes: int = MAX_TRANSCRIPT_BYTES) -> str:
+    """The tail of a transcript file anywhere on disk, for reading only; TranscriptError says why not."""
+    p = Path(path).expanduser()
+    if p.suffix.lower() not in TRANSCRIPT_SUFFIXES:
+        raise TranscriptError(f"not a transcript file (expected {', '.join(TRANSCRIPT_SUFFIXES)})")
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise TranscriptError(exc.strerror or str(exc)) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise TranscriptError("not a regular file (a FIFO, device or folder is never read)")
+        if st.st_size > max_bytes:
+            raise TranscriptError(f"too large ({st.st_size:,} bytes > {max_bytes:,})")
+        begin = max(0, st.st_size - TRANSCRIPT_TAIL_BYTES)
+        os.lseek(fd, begin, os.SEEK_SET)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if begin:
+        data = data.split(b"\n", 1)[-1]  # the first line is probably cut
+    if b"\x00" in data:
+        raise TranscriptError("binary content (NUL bytes), not a transcript")
+    return data.decode("utf-8", "replace")
+
+
+def learnings_from_transcript(vault: Path, source: str, **kwargs: object) -> LearningsReport:
+    """Learnings from ``source``: a vault-relative capture, or a transcript file's path (inside or outside)."""
+    p = Path(source).expanduser()
+    if p.is_absolute():
+        try:
+            rel = p.resolve().relative_to(Path(vault).resolve()).as_posix()
+        except ValueError:
+            rel = None
+        if rel is None or not rel.lower().endswith(".md"):
+            text = read_transcript_file(p)
+            return learnings_from_text(vault, text, source_file=p.name, **kwargs)  # type: ignore[arg-type]
+        source = rel
+    return learnings_from_capture(vault, source, **kwargs)

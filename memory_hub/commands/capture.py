@@ -67,7 +67,7 @@ def cmd_lookahead(args: argparse.Namespace) -> int:
 
 
 def cmd_learnings(args: argparse.Namespace) -> int:
-    from ..capture.learnings import learnings_from_capture, learnings_from_text
+    from ..capture.learnings import TranscriptError, learnings_from_text, learnings_from_transcript
     from ..vault.walk import OutsideVault, UnreadableNote
 
     vault = _vault(args)
@@ -75,8 +75,8 @@ def cmd_learnings(args: argparse.Namespace) -> int:
         if args.source == "-":
             report = learnings_from_text(vault, sys.stdin.read(), dry_run=args.dry_run)
         else:
-            report = learnings_from_capture(vault, args.source, dry_run=args.dry_run)
-    except (OutsideVault, UnreadableNote, FileNotFoundError) as exc:
+            report = learnings_from_transcript(vault, args.source, dry_run=args.dry_run)
+    except (OutsideVault, UnreadableNote, TranscriptError, FileNotFoundError) as exc:
         raise CliError(f"cannot read transcript {args.source}: {exc}") from None
     if args.json:
         _print_json(report.as_dict())
@@ -108,6 +108,8 @@ def cmd_autocommit(args: argparse.Namespace) -> int:
         print(f"committed {report.commit[:10] if report.commit else ''}: {report.message}")
     elif report.skipped:
         print(f"not committed: {report.skipped}")
+    elif report.blocked:
+        print(f"nothing to commit; later changes wait too: {report.blocked}")
     else:
         print("nothing to commit")
     return 0
@@ -156,7 +158,8 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--all", action="store_true", help="with --lint: include deadlines long past")
 
     p = add("learnings", cmd_learnings, "extract session learnings from a saved transcript capture")
-    p.add_argument("source", help="vault-relative path of the transcript capture, or - for stdin")
+    p.add_argument("source", help="a transcript: a vault-relative capture, an agent's transcript file anywhere "
+                                  "(read only, e.g. ~/.claude/projects/…/SESSION.jsonl), or - for stdin")
     p.add_argument("--dry-run", action="store_true", help="show candidates, write nothing")
 
     p = add("autocommit", cmd_autocommit, "commit vault changes (never index files, never mid-merge/rebase)")

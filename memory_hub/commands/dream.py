@@ -1,4 +1,4 @@
-"""CLI: dream [--dry-run] [--split] [--vectors auto|lexical|embed]."""
+"""CLI: dream [--dry-run] [--split] [--vectors auto|lexical|embed] [--reject COMMIT|KEY]."""
 
 from __future__ import annotations
 
@@ -9,9 +9,39 @@ from collections.abc import Callable
 from ..cli import CliError, _print_json, _vault
 
 
+def cmd_reject(args: argparse.Namespace) -> int:
+    from ..dream.rejected import RejectError, commit_rejections, reject
+    from ..vault.git import GitError
+
+    vault = _vault(args)
+    out = []
+    try:
+        for ref in args.reject:
+            keys, path = reject(vault, ref)
+            out.append({"ref": ref, "keys": keys, "new": path is not None})
+        commit = commit_rejections(vault)
+    except (RejectError, GitError, OSError) as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        _print_json({"rejected": out, "commit": commit})
+        return 0
+    for item in out:
+        state = "remembered" if item["new"] else "already remembered"
+        print(f"{state}: {len(item['keys'])} proposal(s) of {item['ref']} will not be proposed again")
+        for key in item["keys"]:
+            print(f"  {key}")
+    if commit:
+        print(f"commit {commit[:10]} (.memory-hub/dream/rejected/)")
+    print("this only remembers; to undo a dream commit's change as well, `git revert` it (a revert is "
+          "remembered on its own)")
+    return 0
+
+
 def cmd_dream(args: argparse.Namespace) -> int:
     from ..dream import DreamError, run_dream
 
+    if args.reject:
+        return cmd_reject(args)
     vault = _vault(args)
     try:
         report = run_dream(vault, dry_run=args.dry_run, backend=args.vectors, split=args.split,
@@ -22,6 +52,18 @@ def cmd_dream(args: argparse.Namespace) -> int:
         _print_json(report.as_dict())
         return 0
     print(report.summary())
+    for item in report.recovered:
+        print(f"  recovered an interrupted step: {item['action']}"
+              + (f" (commit {str(item['commit'])[:10]})" if item.get("commit") else "")
+              + (f": {item['reason']}" if item.get("reason") else ""))
+    if report.rejected.get("new"):
+        print(f"  remembered {report.rejected['new']} reverted dream commit(s) as rejected; "
+              "their proposals are not made again")
+    for kind, paths in report.skipped_notes.items():
+        if kind in ("template", "daily"):
+            continue
+        shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        print(f"  not touched ({kind.replace('_', ' ')}): {shown}")
     for step in report.steps:
         for action in step.actions:
             print(f"  {step.name}: {action}")
@@ -45,3 +87,6 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
                    help="text vectors: e5 embeddings or lexical TF-IDF (default auto)")
     p.add_argument("--no-llm", action="store_true", help="do not use the LLM endpoint even when configured")
     p.add_argument("--max-links", type=int, default=None, help="at most this many new links per pass (default 60)")
+    p.add_argument("--reject", action="append", metavar="COMMIT|KEY",
+                   help="never propose again what this dream commit did (or this proposal key from --dry-run "
+                        "--json); repeatable; a `git revert` of a dream commit is remembered without this")

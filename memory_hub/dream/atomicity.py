@@ -18,6 +18,7 @@ from ..vault.notes import KNOWLEDGE
 from ..vault.writer import unique_note_path
 from .corpus import Corpus
 from .edits import Edit, StepResult, body_paragraphs
+from .rejected import Rejections
 from .vectors import Vectorizer
 
 COHESION = 0.50
@@ -48,9 +49,10 @@ def best_split(sims: np.ndarray) -> tuple[int, float, float] | None:
 
 
 def atomicity(corpus: Corpus, vectorizer: Vectorizer, split: bool = False,
-              today: _dt.date | None = None) -> StepResult:
+              today: _dt.date | None = None, rejected: Rejections | None = None) -> StepResult:
     step = StepResult("atomicity")
     today = today or _dt.date.today()
+    rejected = rejected or Rejections()
     for path, doc in sorted(corpus.docs.items()):
         if doc.note.kind != KNOWLEDGE or corpus.is_hub(path):
             continue
@@ -69,6 +71,10 @@ def atomicity(corpus: Corpus, vectorizer: Vectorizer, split: bool = False,
         cut, within, between = found
         if within - between < CLEAR_MARGIN[vectorizer.backend]:
             continue
+        why = rejected.blocks(f"atomicity:{path}")
+        if why:
+            step.skipped.append(f"split {path}: rejected earlier ({why})")
+            continue
         proposal = {"path": path, "cohesion": round(cohesion, 3), "within": round(within, 3),
                     "between": round(between, 3), "split_before": paras[cut][:80]}
         step.proposals.append(proposal)
@@ -82,7 +88,7 @@ def atomicity(corpus: Corpus, vectorizer: Vectorizer, split: bool = False,
         rel = unique_note_path(corpus.vault, path.rsplit("/", 1)[0] if "/" in path else "", title)
         new_body = f"# {title}\n\nSplit from [[{doc.link}]] by the dream pass.\n\n" + "\n\n".join(second) + "\n"
         new_text = set_fields(new_body, {"title": title, "kind": KNOWLEDGE, "tags": doc.note.tags,
-                                         "created": today.isoformat(), "updated": today.isoformat()})
+                                         "created": today, "updated": today})
         kept = doc.text
         for para in second:
             kept = kept.replace(para, "", 1)
@@ -93,4 +99,5 @@ def atomicity(corpus: Corpus, vectorizer: Vectorizer, split: bool = False,
         step.edits.append(Edit(rel, new_text, create=True))
         step.edits.append(Edit(path, kept, expected_mtime_ns=doc.mtime_ns))
         step.actions.append(f"split {path} into {rel}")
+        step.keys.append(f"atomicity:{path}")
     return step

@@ -27,6 +27,21 @@ HUB_TITLES = re.compile(r"(?i)^(?:home|index|start here|readme|moc|maps? of cont
                         r"table of contents|目次|ホーム|索引)\b|\bMOC\b|(?i:\bmap of content)")
 
 
+# Why a note is protected (``Doc.protected``); ``protection_kind`` names each for reports.
+TEMPLATE_NOTE = "template"
+DAILY_NOTE = "daily note"
+EDITED_RECENTLY = "edited in the last minutes"
+UNCOMMITTED = "has uncommitted changes"
+FRONTMATTER_PROBLEM = "frontmatter problem: "
+
+
+def protection_kind(reason: str) -> str:
+    """A short stable name for a protection reason: uncommitted, edited_recently, template …"""
+    return {TEMPLATE_NOTE: "template", DAILY_NOTE: "daily", EDITED_RECENTLY: "edited_recently",
+            UNCOMMITTED: "uncommitted"}.get(reason, "frontmatter_problem" if reason.startswith(FRONTMATTER_PROBLEM)
+                                            else "other")
+
+
 @dataclass
 class Doc:
     """One note as dream sees it."""
@@ -119,15 +134,15 @@ def load(vault: Path, now: float | None = None, recent_s: float = RECENT_EDIT_S,
             note.kind = TEMPLATE  # a template kept outside templates/ ("01 Templates/"): treat it as one
         protected = None
         if note.kind == TEMPLATE or stat.path.startswith("templates/"):
-            protected = "template"
+            protected = TEMPLATE_NOTE
         elif note.kind == DAILY:
-            protected = "daily note"
+            protected = DAILY_NOTE
         elif now - stat.mtime_ns / 1e9 < recent_s and stat.path not in own:
-            protected = "edited in the last minutes"
+            protected = EDITED_RECENTLY
         elif stat.path in dirty:
-            protected = "has uncommitted changes"
+            protected = UNCOMMITTED
         elif note.problems:
-            protected = "frontmatter problem: " + note.problems[0]
+            protected = FRONTMATTER_PROBLEM + note.problems[0]
         corpus.docs[stat.path] = Doc(note, text, stat.mtime_ns, protected)
         if note.aliases:
             aliases[stat.path] = note.aliases

@@ -18,6 +18,7 @@ from ..vault.frontmatter import set_fields
 from ..vault.notes import CAPTURE, KNOWLEDGE
 from .corpus import Corpus, Doc
 from .edits import Edit, StepResult, append_to_section, body_paragraphs, rewrite_links
+from .rejected import Rejections, pair_key
 from .vectors import top_pairs
 
 THRESHOLD = {"lexical": 0.85, "embed": 0.90}
@@ -84,7 +85,7 @@ def own_terms(title: str, text: str) -> int:
 
 
 def dedupe(corpus: Corpus, vectors: dict[str, np.ndarray], backend: str,
-           texts_for: dict[str, str] | None = None) -> StepResult:
+           texts_for: dict[str, str] | None = None, rejected: Rejections | None = None) -> StepResult:
     """Plan merges of near-duplicate pairs.
 
     Besides similar text, a pair must be in the same folder, have titles naming the same thing,
@@ -94,6 +95,7 @@ def dedupe(corpus: Corpus, vectors: dict[str, np.ndarray], backend: str,
     """
     step = StepResult("dedupe")
     texts_for = texts_for or {}
+    rejected = rejected or Rejections()
     paths = [p for p, d in corpus.docs.items()
              if d.note.kind in MERGEABLE and not corpus.is_hub(p) and p in vectors
              and str(d.note.frontmatter.get("status") or "") != "processed"]
@@ -116,6 +118,11 @@ def dedupe(corpus: Corpus, vectors: dict[str, np.ndarray], backend: str,
         if conflicting_sources(da, db):
             continue
         winner, loser = (da, db) if _rank(corpus, da) >= _rank(corpus, db) else (db, da)
+        key = pair_key("dedupe", da.path, db.path)
+        why = rejected.blocks(key)
+        if why:
+            step.skipped.append(f"merge {loser.path} → {winner.path}: rejected earlier ({why})")
+            continue
         linkers = sorted(corpus.in_edges.get(loser.path, set()) - {winner.path})
         blocked = [p for p in [winner.path, loser.path, *linkers] if not corpus.writable(p)]
         step.proposals.append({"winner": winner.path, "loser": loser.path, "similarity": round(sim, 3),
@@ -124,6 +131,7 @@ def dedupe(corpus: Corpus, vectors: dict[str, np.ndarray], backend: str,
             step.skipped.append(f"merge {loser.path} → {winner.path}: {blocked[0]} may not be written")
             continue
         used |= {winner.path, loser.path, *linkers}
+        step.keys.append(key)
 
         def is_loser(target: str, _src: str = "", _loser: str = loser.path) -> bool:
             return corpus.resolve(target) == _loser

@@ -19,6 +19,7 @@ import numpy as np
 from ..vault.notes import DECISION, KNOWLEDGE, RUNBOOK, TRACKER
 from .corpus import Corpus
 from .edits import Edit, StepResult, append_to_section
+from .rejected import Rejections, pair_key
 from .vectors import top_pairs
 
 LINKABLE = frozenset({KNOWLEDGE, DECISION, RUNBOOK, TRACKER})
@@ -93,13 +94,20 @@ def score_pairs(corpus: Corpus, vectors: dict[str, np.ndarray], k: int = 10, nea
 
 
 def discover(corpus: Corpus, vectors: dict[str, np.ndarray], max_links: int = MAX_LINKS,
-             threshold: float = THRESHOLD, near_duplicate: float = 1.01) -> StepResult:
+             threshold: float = THRESHOLD, near_duplicate: float = 1.01,
+             rejected: Rejections | None = None) -> StepResult:
     step = StepResult("links")
+    rejected = rejected or Rejections()
     per_note: Counter[str] = Counter()
     texts: dict[str, str] = {}
     for prop in score_pairs(corpus, vectors, near_duplicate=near_duplicate):
         if prop.score < threshold or len(step.proposals) >= max_links:
             break
+        key = pair_key("links", prop.a, prop.b)
+        why = rejected.blocks(key)
+        if why:
+            step.skipped.append(f"link {prop.a} ↔ {prop.b}: rejected earlier ({why})")
+            continue
         # write into the note of the pair that may be written, preferring the less-linked one
         options = [p for p in (prop.a, prop.b) if corpus.writable(p) and per_note[p] < MAX_PER_NOTE]
         if not options:
@@ -109,6 +117,7 @@ def discover(corpus: Corpus, vectors: dict[str, np.ndarray], max_links: int = MA
         base = texts.get(source, corpus.docs[source].text)
         texts[source] = append_to_section(base, "Related", [f"- [[{corpus.docs[target].link}]]"])
         per_note[source] += 1
+        step.keys.append(key)
         step.proposals.append(prop.as_dict() | {"written_in": source})
         step.actions.append(f"{source} → {target} (text {prop.text:.2f}, shared {prop.graph:.2f})")
     for source, text in texts.items():

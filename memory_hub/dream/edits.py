@@ -1,9 +1,11 @@
-"""How dream changes files: planned edits, applied atomically, one git commit per step.
+"""How dream changes files: planned edits, applied as one unit, one git commit per step.
 
-A step plans ``Edit``s against the text it read; applying refuses any file whose mtime moved since
-(a person saved it meanwhile), writes through ``vault.writer``, and commits exactly those paths, so
-``git revert`` of that commit undoes that step and nothing else. Text helpers here only ever add
-lines or rewrite link targets; a person's prose is otherwise left as written.
+A step plans ``Edit``s against the text it read. Applying refuses the whole step when any of its
+files changed since (a person saved it meanwhile: the step is planned again next pass), then hands
+the plan to ``vault.journal``, which journals it, writes each file atomically and commits exactly
+those paths — so ``git revert`` of that commit undoes that step and nothing else, and a pass killed
+half-way is completed or rolled back by the next one. Text helpers here only ever add lines or
+rewrite link targets; a person's prose is otherwise left as written.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..vault.git import run_git
+from ..vault.git import GitError
+from ..vault.journal import Change, JournalConflict, commit_atomically
 from ..vault.markdown import mask_code
-from ..vault.walk import safe_path
-from ..vault.writer import NoteExists, create_note, replace_note
+from ..vault.walk import OutsideVault, safe_path
 
 
 @dataclass
@@ -35,43 +37,68 @@ class StepResult:
     edits: list[Edit] = field(default_factory=list)
     proposals: list[dict[str, object]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)  # one per planned unit; see ``rejected``
     commit: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {"name": self.name, "actions": self.actions, "proposals": self.proposals,
-                "skipped": self.skipped, "commit": self.commit,
+                "skipped": self.skipped, "keys": self.keys, "commit": self.commit,
                 "files": sorted({e.path for e in self.edits})}
 
 
-def apply(vault: Path, step: StepResult, message: str) -> str | None:
-    """Write the step's edits and commit them as one commit; returns the commit id (None: no change)."""
-    touched: list[str] = []
-    for edit in step.edits:
-        full = safe_path(vault, edit.path)
+class StepChanged(Exception):
+    """A file of the step changed on disk since it was planned."""
+
+
+def _change(vault: Path, edit: Edit) -> Change | None:
+    """The edit as a journal change (old bytes read now), None when it changes nothing."""
+    full = safe_path(vault, edit.path)
+    if edit.create:
+        if os.path.lexists(full):
+            raise StepChanged(f"{edit.path}: a file appeared there meanwhile")
+        return Change(edit.path, None, (edit.text or "").encode("utf-8"))
+    if not full.is_file():
         if edit.text is None:
-            if full.exists():
-                if edit.expected_mtime_ns is not None and full.stat().st_mtime_ns != edit.expected_mtime_ns:
-                    step.skipped.append(f"{edit.path}: changed on disk meanwhile; not deleted")
-                    continue
-                os.unlink(full)
-                touched.append(edit.path)
-            continue
-        try:
-            if edit.create:
-                create_note(vault, edit.path, edit.text)
-            else:
-                replace_note(vault, edit.path, edit.text, expected_mtime_ns=edit.expected_mtime_ns)
-        except (NoteExists, FileNotFoundError) as exc:
-            step.skipped.append(f"{edit.path}: {exc}")
-            continue
-        touched.append(edit.path)
-    if not touched:
+            return None  # already gone
+        raise StepChanged(f"{edit.path}: removed meanwhile")
+    st = full.stat()
+    if edit.expected_mtime_ns is not None and st.st_mtime_ns != edit.expected_mtime_ns:
+        raise StepChanged(f"{edit.path}: changed on disk meanwhile")
+    before = full.read_bytes()
+    after = None if edit.text is None else edit.text.encode("utf-8")
+    if after == before:
         return None
-    run_git(vault, "add", "-A", "--", *touched)
-    if run_git(vault, "diff", "--cached", "--quiet", "--", *touched, check=False).returncode == 0:
-        return None  # someone else committed these files already
-    run_git(vault, "commit", "-q", "-m", message, "--", *touched, identity=True)
-    return run_git(vault, "rev-parse", "HEAD").stdout.strip()
+    return Change(edit.path, before, after, expected_mtime_ns=st.st_mtime_ns)
+
+
+def apply(vault: Path, step: StepResult, message: str) -> str | None:
+    """Write the step's edits and commit them as one commit; returns the commit id (None: nothing applied).
+
+    All or nothing: when one file cannot be written as planned, none is, and ``step.skipped`` says why.
+    The commit message ends with the step's proposal keys, so a revert of it can be recognised.
+    Raises ``vault.journal.CommitBlocked`` (nothing written) when no commit may be made right now.
+    """
+    from .rejected import trailer_lines
+
+    changes: list[Change] = []
+    seen: set[str] = set()
+    try:
+        for edit in step.edits:
+            if edit.path in seen:
+                raise StepChanged(f"{edit.path}: planned twice in one step")
+            seen.add(edit.path)
+            change = _change(vault, edit)
+            if change is not None:
+                changes.append(change)
+        if step.keys:
+            message = message.rstrip("\n") + "\n\n" + trailer_lines(step.keys)
+        return commit_atomically(vault, changes, message, name=f"dream {step.name}")
+    except (StepChanged, JournalConflict, OutsideVault) as exc:
+        step.skipped.append(f"the whole step, planned again next pass: {exc}")
+        return None
+    except GitError as exc:
+        step.skipped.append(f"the whole step (git refused the commit; nothing was left applied): {exc}")
+        return None
 
 
 # -- text helpers ----------------------------------------------------------------------------------

@@ -10,10 +10,12 @@ from collections import defaultdict
 
 from .corpus import Corpus
 from .edits import Edit, StepResult, append_to_section
+from .rejected import Rejections
 
 
-def provenance(corpus: Corpus) -> StepResult:
+def provenance(corpus: Corpus, rejected: Rejections | None = None) -> StepResult:
     step = StepResult("provenance")
+    rejected = rejected or Rejections()
     raw: dict[str, list[str]] = defaultdict(list)
     for path, doc in corpus.docs.items():
         pointer = doc.note.frontmatter.get("processed_into")
@@ -25,7 +27,13 @@ def provenance(corpus: Corpus) -> StepResult:
             raw[resolved].append(path)
     for target, sources in sorted(raw.items()):
         cited = corpus.out_edges.get(target, set())
-        missing = sorted(s for s in sources if s not in cited)
+        missing = []
+        for s in sorted(s for s in sources if s not in cited):
+            why = rejected.blocks(f"provenance:{target}:{s}")
+            if why:
+                step.skipped.append(f"cite {s} in {target}: rejected earlier ({why})")
+            else:
+                missing.append(s)
         if not missing:
             continue
         if not corpus.writable(target):
@@ -34,5 +42,6 @@ def provenance(corpus: Corpus) -> StepResult:
         doc = corpus.docs[target]
         text = append_to_section(doc.text, "Sources", [f"- [[{corpus.docs[s].link}]]" for s in missing])
         step.edits.append(Edit(target, text, expected_mtime_ns=doc.mtime_ns))
+        step.keys += [f"provenance:{target}:{s}" for s in missing]
         step.actions.append(f"{target}: cited {len(missing)} source(s): " + ", ".join(corpus.docs[s].stem for s in missing))
     return step

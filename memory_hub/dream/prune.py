@@ -15,6 +15,7 @@ import numpy as np
 
 from .corpus import Corpus
 from .edits import Edit, StepResult
+from .rejected import Rejections
 
 WEAK = {"lexical": 0.03, "embed": 0.0}
 MAX_PRUNE = 20
@@ -73,8 +74,10 @@ def _list_links(text: str) -> list[tuple[int, str]]:
     return found
 
 
-def prune(corpus: Corpus, vectors: dict[str, np.ndarray], backend: str, max_prune: int = MAX_PRUNE) -> StepResult:
+def prune(corpus: Corpus, vectors: dict[str, np.ndarray], backend: str, max_prune: int = MAX_PRUNE,
+          rejected: Rejections | None = None) -> StepResult:
     step = StepResult("prune")
+    rejected = rejected or Rejections()
     adjacency: dict[str, set[str]] = defaultdict(set)
     for src, targets in corpus.out_edges.items():
         for dst in targets:
@@ -104,11 +107,16 @@ def prune(corpus: Corpus, vectors: dict[str, np.ndarray], backend: str, max_prun
         if frozenset((src, dst)) in current:
             step.skipped.append(f"kept {src} → {dst} (similarity {sim:.2f}): a bridge")
             continue
+        why = rejected.blocks(f"prune:{src}>{dst}")
+        if why:
+            step.skipped.append(f"kept {src} → {dst}: removing it was rejected earlier ({why})")
+            continue
         adjacency[src].discard(dst)
         adjacency[dst].discard(src)
         removed_lines[src].add(lineno)
         current = bridges(adjacency)
         step.actions.append(f"removed weak link {src} → {dst} (similarity {sim:.2f})")
+        step.keys.append(f"prune:{src}>{dst}")
     for path, lines in removed_lines.items():
         doc = corpus.docs[path]
         kept = [ln for i, ln in enumerate(doc.text.splitlines(keepends=True)) if i not in lines]

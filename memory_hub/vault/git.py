@@ -33,6 +33,56 @@ def is_repo(vault: Path) -> bool:
     return (vault / ".git").exists()
 
 
+def git_dir(vault: Path) -> Path:
+    """The repository's git folder (``.git``, or a worktree's folder under the main repository)."""
+    out = run_git(vault, "rev-parse", "--git-dir").stdout.strip()
+    path = Path(out)
+    return path if path.is_absolute() else (vault / path)
+
+
+# Marker files git leaves in its folder while an operation waits for the person to finish it.
+_IN_PROGRESS = {
+    "MERGE_HEAD": "a merge", "REBASE_HEAD": "a rebase", "rebase-merge": "a rebase", "rebase-apply": "a rebase or am",
+    "CHERRY_PICK_HEAD": "a cherry-pick", "REVERT_HEAD": "a revert", "BISECT_LOG": "a bisect",
+    "sequencer": "a cherry-pick or revert sequence",
+}
+
+
+def operation_in_progress(vault: Path) -> str | None:
+    """The git operation in progress in the vault ("a merge", "a rebase" …), or None."""
+    gdir = git_dir(vault)
+    for name, what in _IN_PROGRESS.items():
+        if (gdir / name).exists():
+            return what
+    return None
+
+
+def current_branch(vault: Path) -> str | None:
+    """The branch HEAD points at (also before its first commit), or None when HEAD is detached."""
+    proc = run_git(vault, "symbolic-ref", "-q", "--short", "HEAD", check=False)
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.strip() or None
+
+
+def commit_blocker(vault: Path) -> str | None:
+    """Why a commit made now could be lost or tangled with a person's git work, or None when it is safe.
+
+    A commit on a detached HEAD belongs to no branch: the next ``git switch`` leaves it behind and
+    only the reflog remembers it. A commit in the middle of a merge, rebase, cherry-pick, revert or
+    bisect would become part of that operation. In both cases the writer waits: the changes stay in
+    the working tree, and are committed by the first run after the person finishes.
+    """
+    busy = operation_in_progress(vault)
+    if busy:
+        return f"{busy} is in progress; finish it (or abort it) and the changes are committed next time"
+    if current_branch(vault) is None:
+        head = run_git(vault, "rev-parse", "--short", "HEAD", check=False).stdout.strip() or "?"
+        return (f"HEAD is detached (at {head}): a commit there would belong to no branch; check out a branch "
+                "(`git switch <branch>`) and the changes are committed next time")
+    return None
+
+
 def init_repo(vault: Path) -> None:
     if not is_repo(vault):
         run_git(vault, "init", "-q")
@@ -47,8 +97,13 @@ def commit_all(vault: Path, message: str) -> str | None:
     return run_git(vault, "rev-parse", "HEAD").stdout.strip()
 
 
-def ensure_gitignore(vault: Path, lines: tuple[str, ...] = (".memory_hub/",)) -> bool:
-    """Make sure the vault's .gitignore keeps index caches out of git. Returns True if changed."""
+# What git must never see: the index caches, and the temporary files of an atomic write in flight
+# (``vault.writer`` writes ``.mh-*.tmp`` beside a note, then renames it; a killed writer leaves one).
+IGNORED = (".memory_hub/", ".mh-*.tmp")
+
+
+def ensure_gitignore(vault: Path, lines: tuple[str, ...] = IGNORED) -> bool:
+    """Make sure the vault's .gitignore keeps index caches and temp files out of git. True if changed."""
     path = vault / ".gitignore"
     existing = path.read_text(encoding="utf-8") if path.exists() else ""
     present = {ln.strip() for ln in existing.splitlines()}
