@@ -42,7 +42,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import yaml  # noqa: E402
-from common import DEFAULT_DATA, CachedEmbedder, load_qrels, ndcg_at, read_jsonl, recall_at, write_result  # noqa: E402
+from common import (  # noqa: E402
+    DEFAULT_DATA,
+    CachedEmbedder,
+    load_qrels,
+    ndcg_at,
+    print_table,
+    read_jsonl,
+    recall_at,
+    write_result,
+)
 from retrieval_compare import BENCH_DIR, prepare  # noqa: E402
 
 from memory_hub.index.embed import load_embedder  # noqa: E402
@@ -157,9 +166,11 @@ def nq_judge(expect: list[str], k: int = 5) -> tuple[Callable[[list[str], bool],
     return judge, details
 
 
-def _nq(data: Path, limit: int | None, embedder: Any) -> list[Corpus]:
+def _nq(data: Path, limit: int | None, embedder: Any, vaults: set[str] | None = None) -> list[Corpus]:
     out = []
     for path in sorted(NQ_DIR.glob("*.yaml")):
+        if vaults and path.stem not in vaults:
+            continue
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))
         store, vi = nq_vault(path.stem, data, embedder)
         corpus = Corpus(f"nq:{path.stem}", store, vi, graph=True)
@@ -171,7 +182,7 @@ def _nq(data: Path, limit: int | None, embedder: Any) -> list[Corpus]:
     return out
 
 
-def load_sets(names: Iterable[str], data: Path, limit: int | None) -> list[Corpus]:
+def load_sets(names: Iterable[str], data: Path, limit: int | None, nq_vaults: set[str] | None = None) -> list[Corpus]:
     embedder = CachedEmbedder(load_embedder(None), BENCH_DIR / "embed-cache")
     corpora: list[Corpus] = []
     for name in names:
@@ -180,7 +191,7 @@ def load_sets(names: Iterable[str], data: Path, limit: int | None) -> list[Corpu
         elif name == "locomo":
             corpora.append(_locomo(data, limit))
         elif name == "nq":
-            corpora.extend(_nq(data, limit, embedder))
+            corpora.extend(_nq(data, limit, embedder, nq_vaults))
         else:
             raise SystemExit(f"unknown set {name!r}")
     return corpora
@@ -283,6 +294,27 @@ def objective(scores: list[float], queries: list[Query], members: list[int]) -> 
     return out
 
 
+def by_category(queries: list[Query], gathered_all: list[tuple[Corpus, pipeline.Gathered]], params: FusionParams,
+                modes: Iterable[str] = ("lexical", "vector", "hybrid", "hybrid+graph")) -> list[dict[str, Any]]:
+    """Natural questions per category and mode: hit@5 and MRR@10 (answerable questions flagged
+    low-confidence count as misses; no-answer questions pass when flagged or empty)."""
+    rows: list[dict[str, Any]] = []
+    for mode in modes:
+        per: dict[str, list[dict[str, float]]] = {}
+        for q, (corpus, g) in zip(queries, gathered_all, strict=True):
+            if q.set != "nq" or q.details is None:
+                continue
+            paths, low = ranked_paths(corpus, g, params, mode)
+            d = q.details(paths, low)
+            per.setdefault(q.category, []).append(d)
+            per.setdefault("all", []).append(d)
+        for cat, ds in sorted(per.items()):
+            rows.append({"mode": mode, "category": cat, "n": len(ds),
+                         "hit@5": round(sum(d["hit@5"] for d in ds) / len(ds), 3),
+                         "mrr@10": round(sum(d["mrr@10"] for d in ds) / len(ds), 3)})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default="scifact,jsquad-ja,locomo,nq")
@@ -294,15 +326,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refresh", action="store_true", help="search again even if cached")
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--out", default="cross-validate")
+    parser.add_argument("--nq-vaults", help="only these natural-question vaults (comma-separated), while exploring")
+    parser.add_argument("--categories", action="store_true",
+                        help="also print the natural questions per category and mode, at the default setting")
     args = parser.parse_args(argv)
     started = time.time()
-    corpora = load_sets([s.strip() for s in args.sets.split(",") if s.strip()], Path(args.data), args.limit)
+    nq_vaults = {v.strip() for v in args.nq_vaults.split(",")} if args.nq_vaults else None
+    corpora = load_sets([s.strip() for s in args.sets.split(",") if s.strip()], Path(args.data), args.limit, nq_vaults)
     queries: list[Query] = []
     gathered_all: list[tuple[Corpus, pipeline.Gathered]] = []
     for corpus in corpora:
         for q, g in zip(corpus.queries, gathered(corpus, args.refresh), strict=True):
             queries.append(q)
             gathered_all.append((corpus, g))
+    if args.categories:
+        cats = by_category(queries, gathered_all, DEFAULT_PARAMS)
+        print_table(cats, ["mode", "category", "n", "hit@5", "mrr@10"])
     settings = grid(args.grid)
     print(f"{len(queries)} queries, {len(settings)} settings", file=sys.stderr)
     scores: dict[str, list[float]] = {}

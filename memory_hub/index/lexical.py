@@ -361,3 +361,42 @@ def coverage(conn: sqlite3.Connection, terms: QueryTerms, note_ids: Sequence[int
                                      (quote(w),)):
             got[int(rowid)] = got.get(int(rowid), 0.0) + idf[w]
     return max(got.values()) / whole
+
+
+CJK_VAULT_SHARE = 0.05  # a vault with CJK text in at least this share of its notes "has" CJK
+
+
+def has_cjk_notes(conn: sqlite3.Connection) -> bool:
+    """Whether this vault writes in a CJK script at all (the commonest particles, counted up to a cap)."""
+    total = ranked_notes(conn)
+    sql = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
+    need = max(1, int(total * CJK_VAULT_SHARE))
+    return any(_cached_count(conn, f"\0cjk:{mark}", sql, (quote(mark) + "*", need)) >= need
+               for mark in ("の", "的", "이"))
+
+
+def unknown_share(conn: sqlite3.Connection, terms: QueryTerms) -> float | None:
+    """The share of the query (IDF-weighted) made of words no note contains — in a script the
+    vault writes in: a Japanese question over English notes is not unknown, it is cross-lingual.
+
+    Near 1.0 for ``zyxquorble`` or "how do I refinance my mortgage?" over notes about a note-taking
+    app: the vault has never seen what the query is about, so whatever the channels rank is noise.
+    None when no term is in the vault's scripts (nothing to judge by)."""
+    words = list(dict.fromkeys(terms.words))
+    if not words:
+        return None
+    cjk_vault = None
+    total = max(1, ranked_notes(conn))
+    mass = unknown = 0.0
+    for w in words:
+        if has_cjk(w):
+            if cjk_vault is None:
+                cjk_vault = has_cjk_notes(conn)
+            if not cjk_vault:
+                continue
+        df = min(document_frequency(conn, w), total)
+        idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
+        mass += idf
+        if df == 0:
+            unknown += idf
+    return unknown / mass if mass > 0 else None

@@ -116,6 +116,7 @@ _VERSION = re.compile(r"^\d+(?:\.\d+){1,3}$")
 # (vault-conventions.md, runbooks/db-failover.md, app.py). Not "and/or" or "mg/kg": prose.
 _PATH = re.compile(r"^(?:~|\.{1,2})?/[\w.-]+|^[\w.-]+(?:/[\w.-]+){2,}$"
                    r"|^(?:[\w.-]+/)*[\w-]{2,}\.[A-Za-z][A-Za-z0-9]{1,4}$")
+_NUMBER_CODE = re.compile(r"^\d{6,}$")  # a timestamp, an order or ticket number: never a quantity in prose
 _DOTTED = re.compile(r"^[A-Za-z0-9]{2,}(?:\.[A-Za-z0-9]+)+$")  # os.path, Node.js, obsidian.md
 
 # A mark a word never has: an underscore, a digit, a code-style camelCase hump, or an upper-case
@@ -134,6 +135,8 @@ def is_identifier(token: str) -> bool:
     """
     if len(token) < 3 and not re.search(r"\d", token):
         return False
+    if _NUMBER_CODE.match(token):
+        return True
     if _VERSION.match(token) or _PATH.match(token) or _DOTTED.match(token):
         return bool(re.search(r"[A-Za-z]", token)) or bool(_VERSION.match(token))
     return bool(_IDENT_SHAPE.match(token) and _IDENT_MARK.search(token))

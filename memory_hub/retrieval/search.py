@@ -91,9 +91,9 @@ class SearchResult:
     evidence: dict[str, Any] = field(default_factory=dict)  # per-channel evidence and weights (--explain)
 
 
-LOW_CONFIDENCE_HINT = ("low confidence: no channel found real evidence for this query (no note holds most of "
-                       "its words, and none stands out by meaning); these are only the nearest notes — "
-                       "try other words, or the other language (日本語/English)")
+LOW_CONFIDENCE_HINT = ("low confidence: the vault has no note with most of this query's words, so no channel "
+                       "has real evidence; these are only the nearest notes — try other words, or the "
+                       "other language (日本語/English)")
 
 
 def check_query(query: str) -> str:
@@ -336,6 +336,8 @@ def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: Ve
     t0 = time.perf_counter()
     terms = analyze_query(query)
     g = Gathered(query=query, terms=terms, filters=filters)
+    # a query of stop-words alone says nothing any channel could have evidence for
+    g.evidence.unknown = 1.0 if terms.empty else lexical.unknown_share(store.conn, terms)
     if plan.lexical and not terms.empty:
         lexical_channels, g.raw["bm25"] = lexical_rankings(store, terms, filters, want_raw=plan.vectors and calibrated)
         g.channels.update(lexical_channels)

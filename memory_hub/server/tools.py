@@ -113,7 +113,7 @@ def search(state: ServerState, query: str, k: int = 10, mode: str | None = None,
     if not hits:
         out["hint"] = "no notes matched; try other words, fewer filters, or the other language (日本語/English)"
     elif result.low_confidence:
-        out["hint"] = ("low confidence: no note holds most of the query's words and none stands out by meaning; "
+        out["hint"] = ("low confidence: the vault has no note with most of this query's words; "
                        "these are only the nearest notes, not answers")
     return out
 
