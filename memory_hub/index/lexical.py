@@ -363,15 +363,17 @@ def coverage(conn: sqlite3.Connection, terms: QueryTerms, note_ids: Sequence[int
     return max(got.values()) / whole
 
 
-CJK_VAULT_SHARE = 0.05  # a vault with CJK text in at least this share of its notes "has" CJK
+CJK_VAULT_SHARE = 0.05  # a vault with CJK text in at least this share of its notes writes in CJK
+CJK_DOMINANT_SHARE = 0.5  # … and in more than this share, mostly in CJK: English words are loans there
 
 
-def has_cjk_notes(conn: sqlite3.Connection) -> bool:
-    """Whether this vault writes in a CJK script at all (the commonest particles, counted up to a cap)."""
+def cjk_share(conn: sqlite3.Connection, at_least: float) -> bool:
+    """Whether at least ``at_least`` of the vault's notes have CJK text (the commonest particles,
+    counted up to that many notes)."""
     total = ranked_notes(conn)
     sql = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
-    need = max(1, int(total * CJK_VAULT_SHARE))
-    return any(_cached_count(conn, f"\0cjk:{mark}", sql, (quote(mark) + "*", need)) >= need
+    need = max(1, int(total * at_least))
+    return any(_cached_count(conn, f"\0cjk:{mark}:{need}", sql, (quote(mark) + "*", need)) >= need
                for mark in ("の", "的", "이"))
 
 
@@ -381,22 +383,35 @@ def unknown_share(conn: sqlite3.Connection, terms: QueryTerms) -> float | None:
 
     Near 1.0 for ``zyxquorble`` or "how do I refinance my mortgage?" over notes about a note-taking
     app: the vault has never seen what the query is about, so whatever the channels rank is noise.
+    In a vault written mostly in Japanese an English question shares few words with the notes by
+    nature, so there its words count as unknown only when not one of them occurs anywhere.
     None when no term is in the vault's scripts (nothing to judge by)."""
     words = list(dict.fromkeys(terms.words))
     if not words:
         return None
-    cjk_vault = None
     total = max(1, ranked_notes(conn))
-    mass = unknown = 0.0
+    flags: dict[str, bool] = {}
+
+    def vault(kind: str) -> bool:
+        if kind not in flags:
+            flags[kind] = cjk_share(conn, CJK_VAULT_SHARE if kind == "cjk" else CJK_DOMINANT_SHARE)
+        return flags[kind]
+
+    native = [0.0, 0.0]  # [IDF mass, unknown IDF mass]
+    loaned = [0.0, 0.0]
     for w in words:
         if has_cjk(w):
-            if cjk_vault is None:
-                cjk_vault = has_cjk_notes(conn)
-            if not cjk_vault:
+            if not vault("cjk"):
                 continue
+            bucket = native
+        else:
+            bucket = loaned if vault("dominant") else native
         df = min(document_frequency(conn, w), total)
         idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
-        mass += idf
-        if df == 0:
-            unknown += idf
-    return unknown / mass if mass > 0 else None
+        bucket[0] += idf
+        bucket[1] += idf if df == 0 else 0.0
+    if native[0] > 0:
+        return native[1] / native[0]
+    if loaned[0] > 0:
+        return 1.0 if loaned[1] >= loaned[0] else 0.0
+    return None
