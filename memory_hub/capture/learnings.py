@@ -4,7 +4,7 @@ The seed calls this the write path's safety net: the person rarely stops to reco
 became obvious, so at session end the transcript tail is read back and the technical discoveries
 (not the conversation) are kept. Steps:
 
-1. candidates — with an LLM endpoint configured (``capture/llm.py``) one call judges the tail and
+1. candidates — with an LLM endpoint configured (``services/llm.py``) one call judges the tail and
    returns learnings as JSON; otherwise a deterministic extractor keeps sentences that carry both a
    technical signal (code, paths, error names, flags, versions) and a finding cue ("root cause",
    "the fix", "turns out", 原因, 対処 …) and drops chit-chat.
@@ -26,17 +26,19 @@ import datetime as _dt
 import json
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import settings
+from ..services.llm import LLMError, chat_json, configured
 from ..vault.markdown import plain_text, trim
 from ..vault.notes import parse_note
+from ..vault.redact import redact, redact_report
+from ..vault.safe_io import UnreadableNote, open_regular
 from ..vault.walk import read_note_text
 from ..vault.writer import NoteExists, create_note, unique_note_path
 from . import classify as cls
 from .braindump import CaptureError, render_capture
-from .llm import LLMError, chat_json, configured
 
 DUPLICATE = 0.8  # share of a candidate's terms already in one note: nothing new, dropped
 RELATED = 0.45  # partial overlap: kept, and linked to that note
@@ -224,6 +226,7 @@ def learning_title(plain: str) -> str:
 
 def write_learning(vault: Path, cand: Candidate, source: str | None, today: _dt.date,
                    source_file: str | None = None) -> str:
+    cand.title, cand.text = redact(cand.title), redact(cand.text)  # a model's reply is outside text too
     links = [m["path"].removesuffix(".md") for m in cand.matches if isinstance(m.get("path"), str)][:3]
     if source:
         body = cand.text + "\n\nFrom the session transcript [[" + source.rsplit("/", 1)[-1].removesuffix(".md") + "]]."
@@ -235,7 +238,7 @@ def write_learning(vault: Path, cand: Candidate, source: str | None, today: _dt.
     text = render_capture(title=cand.title, description=trim(cand.text, 240), kind="capture", scope="work",
                           tags=tags, created=today.isoformat(), body=body, links=links)
     for _attempt in range(5):
-        rel = unique_note_path(vault, "learnings", cand.title, today)
+        rel = unique_note_path(vault, settings(vault)["folders.learnings"], cand.title, today)
         try:
             create_note(vault, rel, text)
             return rel
@@ -255,6 +258,11 @@ def learnings_from_text(vault: Path, text: str, source: str | None = None, *, to
     today = today or _dt.date.today()
     text = transcript_text(text)
     report = LearningsReport(source=source or source_file, judge="rules")
+    # Redacted before anything else: nothing secret reaches the LLM endpoint or a learning note.
+    done = redact_report(text)
+    text = done.text
+    if done.counts:
+        report.warnings.append(f"{done.summary()} from the transcript before extracting learnings")
     if use_llm is None:
         use_llm = configured() is not None
     candidates: list[Candidate] = []
@@ -312,13 +320,13 @@ def read_transcript_file(path: str | os.PathLike[str], max_bytes: int = MAX_TRAN
     if p.suffix.lower() not in TRANSCRIPT_SUFFIXES:
         raise TranscriptError(f"not a transcript file (expected {', '.join(TRANSCRIPT_SUFFIXES)})")
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        fd = open_regular(p)  # safe_io: non-blocking, and only a regular file is ever read
+    except UnreadableNote:
+        raise TranscriptError("not a regular file (a FIFO, device or folder is never read)") from None
     except OSError as exc:
         raise TranscriptError(exc.strerror or str(exc)) from None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise TranscriptError("not a regular file (a FIFO, device or folder is never read)")
         if st.st_size > max_bytes:
             raise TranscriptError(f"too large ({st.st_size:,} bytes > {max_bytes:,})")
         begin = max(0, st.st_size - TRANSCRIPT_TAIL_BYTES)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ..cli import CliError, _print_json, _vault
+from .shell import CliError, print_json, search_mode, vault_path
 
 
 def update_vectors(vault: Path, as_json: bool = False, embedder: str | None = None) -> tuple[int, dict]:
@@ -44,11 +44,11 @@ def update_vectors(vault: Path, as_json: bool = False, embedder: str | None = No
 def cmd_vectors(args: argparse.Namespace) -> int:
     from ..retrieval.searcher import Searcher
 
-    vault = _vault(args)
+    vault = vault_path(args)
     if args.coverage:
         coverage = Searcher(vault, embedder=args.embedder).coverage()
         if args.json:
-            _print_json(coverage.as_dict())
+            print_json(coverage.as_dict())
         else:
             print(coverage.summary())
             for label, paths in (("stale", coverage.stale), ("missing", coverage.missing),
@@ -58,16 +58,16 @@ def cmd_vectors(args: argparse.Namespace) -> int:
         return 0 if coverage.ok else 1
     code, data = update_vectors(vault, args.json, args.embedder)
     if args.json:
-        _print_json(data)
+        print_json(data)
     return code
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ..eval.golden import GoldenError, load_cases, run_eval
+    from ..eval.golden import GoldenError, Ranked, load_cases, run_eval
     from ..retrieval.search import QueryError
     from ..retrieval.searcher import Searcher
 
-    vault = _vault(args)
+    vault = vault_path(args)
     try:
         cases, k, threshold = load_cases(Path(args.cases))
     except GoldenError as exc:
@@ -75,30 +75,40 @@ def cmd_eval(args: argparse.Namespace) -> int:
     searcher = Searcher(vault, embedder=args.embedder, reranker=args.reranker)
     warnings: set[str] = set()
 
-    def run(query: str, n: int) -> list[str]:
+    def run(query: str, n: int) -> Ranked:
         try:
             result = searcher.search(query, k=n, mode=args.mode)
         except QueryError as exc:
             warnings.add(str(exc))
-            return []
+            return Ranked([])
         warnings.update(result.warnings)
-        return [h.path for h in result.hits]
+        return Ranked.of(result, [h.path for h in result.hits])
 
     report = run_eval(vault, cases, run, k=args.k or k, threshold=threshold, mode=args.mode or searcher.mode)
     if args.json:
         data = report.as_dict()
         data["warnings"] = sorted(warnings)
-        _print_json(data)
+        print_json(data)
         return 0 if report.ok else 1
     for warning in sorted(warnings):
         print(f"warning: {warning}", file=sys.stderr)
     for c in report.cases:
         if c.status == "pass":
-            print(f"PASS  #{c.rank} {c.query}")
+            print(f"PASS  {'--' if c.no_answer else f'#{c.rank}'} {c.query}")
+        elif c.status == "fail" and c.no_answer:
+            print(f"FAIL     {c.query}  (expected no answer or a low-confidence flag; got {', '.join(c.top[:3])})")
         elif c.status == "fail":
-            print(f"FAIL     {c.query}  (expected {', '.join(c.expect)}; got {', '.join(c.top[:3]) or 'nothing'})")
+            expected = ("all of " if c.expect_all else "") + ", ".join(c.expect)
+            print(f"FAIL     {c.query}  (expected {expected}; got {', '.join(c.top[:3]) or 'nothing'})")
         else:
             print(f"SKIP     {c.query}  (expected notes no longer exist: {', '.join(c.missing)})")
+    categories = report.by_category()
+    if set(categories) != {"uncategorized"}:
+        width = max(len(name) for name in categories)
+        for name, row in categories.items():
+            mrr = "-" if row["mrr"] is None else f"{row['mrr']:.3f}"
+            print(f"  {name.ljust(width)}  {row['passed']}/{row['evaluable']} passed "
+                  f"({row['pass_rate']:.0%}), MRR {mrr}" + (f", {row['skipped']} skipped" if row["skipped"] else ""))
     print(f"{report.passed}/{report.evaluable} evaluable cases passed ({report.pass_rate:.0%}, need "
           f"{report.threshold:.0%}), {report.skipped} skipped, MRR {report.mrr:.3f}, mode {report.mode}: "
           + ("OK" if report.ok else "FAILED"))
@@ -106,12 +116,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def register(add: Callable[..., argparse.ArgumentParser]) -> None:
-    from ..retrieval.search import MODES
-
     p = add("eval", cmd_eval, "run golden queries (a cases YAML file) against the vault; exit 1 below the threshold")
     p.add_argument("cases", help="YAML file with k and cases: [{query, expect: [paths]}]")
     p.add_argument("-k", type=int, default=None, help="top k that counts as found (default: the file's k, else 5)")
-    p.add_argument("--mode", choices=MODES, default=None, help="search mode (default: the searcher's default)")
+    p.add_argument("--mode", type=search_mode, default=None, help="search mode (default: the searcher's default)")
     p.add_argument("--embedder", default=None, help="embedder spec (default: auto)")
     p.add_argument("--reranker", default=None, help="reranker spec (default: $MEMORY_HUB_RERANKER or none)")
 

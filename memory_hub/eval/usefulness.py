@@ -4,9 +4,10 @@ Run at session end by a detached worker. For each note injected during the sessi
 whether the assistant used it: quoted it, applied its rule, paraphrased it, or opened the file.
 Appearing in the block does not count, so only the assistant's own words and tool calls are
 evidence. With a local OpenAI-compatible endpoint configured (``MEMORY_HUB_LLM_URL``, see
-``capture/llm.py``) a model is asked for JSON at temperature 0; without one, or when it fails, a
+``services/llm.py``) a model is asked for JSON at temperature 0; without one, or when it fails, a
 deterministic heuristic decides. Either way verdicts are checked against the injected set: a path
-the judge invents is dropped, never written. Notes that pass get ``useful_count`` raised.
+the judge invents is dropped, never written. Notes that pass get a ``useful`` event in the usage
+log (``vault/usage.py``); the notes themselves are never written.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..retrieval.recall import tokens
+from ..retrieval.recall_index import tokens
 
 MAX_TRANSCRIPT_CHARS = 16_000
 _COMMON = frozenset("""use using used note notes file files step steps run make new add change check set get see
@@ -79,8 +80,8 @@ def _llm_prompt(injected: Sequence[dict[str, Any]], assistant_text: str, opened:
 
 def judge_llm(injected: Sequence[dict[str, Any]], assistant_text: str, opened: Sequence[str],
               config: Any = None) -> list[Verdict]:
-    """Ask the configured model; raises ``capture.llm.LLMError`` when it cannot answer."""
-    from ..capture.llm import LLMError, chat_json
+    """Ask the configured model; raises ``services.llm.LLMError`` when it cannot answer."""
+    from ..services.llm import LLMError, chat_json
 
     reply = chat_json(SYSTEM, _llm_prompt(injected, assistant_text, opened), config)
     items = reply.get("verdicts") if isinstance(reply, dict) else reply
@@ -105,7 +106,7 @@ def judge_llm(injected: Sequence[dict[str, Any]], assistant_text: str, opened: S
 def judge(injected: Sequence[dict[str, Any]], assistant_text: str, opened: Sequence[str] = (),
           use_llm: bool | None = None) -> tuple[list[Verdict], str | None]:
     """Verdicts for ``injected``, and the reason the LLM was not used (None when it was)."""
-    from ..capture.llm import LLMError, configured
+    from ..services.llm import LLMError, configured
 
     if not injected:
         return [], None
@@ -126,10 +127,10 @@ def judge(injected: Sequence[dict[str, Any]], assistant_text: str, opened: Seque
 
 def judge_session(vault: Path, session_id: str, transcript_path: str | None, cwd: str | None = None,
                   write: bool = True) -> dict[str, Any]:
-    """Judge one session's injected notes and raise ``useful_count`` of those used."""
+    """Judge one session's injected notes and record a ``useful`` usage event for each one used."""
     from ..hooks.transcript import assistant_text, opened_files, read_tail, relative_to_vault
     from ..retrieval import session
-    from ..vault.counters import record_useful
+    from ..vault.usage import record_useful
     from . import telemetry
 
     record = session.load(vault, session_id)
@@ -140,7 +141,7 @@ def judge_session(vault: Path, session_id: str, transcript_path: str | None, cwd
     opened = [r for r in (relative_to_vault(vault, p, cwd) for p in opened_files(messages)) if r]
     verdicts, why_not_llm = judge(injected, assistant_text(messages), opened)
     used = [v.path for v in verdicts if v.used]
-    written = record_useful(vault, used) if write and used else {}
+    written = record_useful(vault, used) if write and used else []
     if write:
         session.update(vault, session_id, judged=sorted(judged | {v.path for v in verdicts}))
     summary = {"event": "usefulness", "session": session_id, "injected": len(injected), "used": used,

@@ -2,7 +2,8 @@
 
 * ``UserPromptSubmit`` → the ``<vault-memory>`` block as ``additionalContext``: asked of the warm
   server over the local socket first, computed in-process when no server answers.
-* ``PostToolUse`` of a file read inside the vault → one access counted for that note.
+* ``PostToolUse`` of a file read inside the vault → one read recorded in the usage log (the note
+  itself is never written).
 * ``PreCompact`` / ``Stop`` / ``SubagentStop`` / ``SessionEnd`` → the transcript tail saved as a
   raw capture note (redacted), slow work handed to a detached worker.
 
@@ -35,28 +36,55 @@ def _deadline() -> float:
         return DEFAULT_DEADLINE
 
 
-def _vault(explicit: str | None) -> Path | None:
-    from ..config import ConfigError, resolve_vault
+def _vault(explicit: str | None) -> tuple[Path | None, str | None]:
+    """The vault and its settings exported to this process, or None and why (a broken file, no vault)."""
+    from ..config import ConfigError, resolve_vault, settings
 
     try:
-        return resolve_vault(explicit)
-    except ConfigError:
-        return None
+        vault = resolve_vault(explicit)
+        settings(vault).export_environment()
+        return vault, None
+    except ConfigError as exc:
+        return None, str(exc)
+
+
+def _report_no_vault(reason: str, agent: str, event: dict[str, Any]) -> None:
+    """Silence would look like "nothing relevant": say it on stderr and in the per-user telemetry."""
+    from ..eval import telemetry
+
+    print(f"memory-hub hook: {reason}; this {event.get('hook_event_name') or 'hook'} did nothing "
+          "(pin a vault: memory-hub --vault PATH install-hooks AGENT)", file=sys.stderr)
+    telemetry.record_without_vault({"event": "hook", "hook": event.get("hook_event_name"), "agent": agent,
+                                    "session": event.get("session_id"), "cwd": event.get("cwd"),
+                                    "reason": reason})
 
 
 def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: float) -> tuple[str, dict[str, Any]]:
     """The block for a prompt, warm if a server answers, else cold; and how it was served."""
     from ..eval import telemetry
-    from ..server.local_socket import request
+    from ..retrieval.hints import wait_seconds as hint_seconds
+    from ..server.local_socket import UnsafeSocketDir, request
+    from ..services.llm import configured as llm_configured
 
     started = time.monotonic()
+    from ..config import settings
+
     prompt = event.get("prompt") if isinstance(event.get("prompt"), str) else ""
     session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
-    reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id},
-                    timeout=min(SOCKET_TIMEOUT, deadline * 0.4))
+    budget = settings(vault)["hooks.budget"]
+    # With an LLM endpoint, recall may wait this long for a same-turn hint (never past our deadline).
+    hint_wait = min(hint_seconds(), deadline * 0.4) if llm_configured() else 0.0
+    try:
+        reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id, "budget": budget,
+                                "hint_wait_ms": int(hint_wait * 1000)},
+                        timeout=min(SOCKET_TIMEOUT, deadline * 0.4) + hint_wait)
+    except UnsafeSocketDir as exc:  # another user could be listening: never ask it, say why
+        reply, unsafe = None, f"unsafe-socket: {exc}"
+    else:
+        unsafe = None
     if reply and reply.get("ok"):
         return str(reply.get("block") or ""), {"served_by": "warm"}
-    fallback = "no-server" if reply is None else f"server-error: {reply.get('error')}"
+    fallback = unsafe or ("no-server" if reply is None else f"server-error: {reply.get('error')}")
 
     box: dict[str, Any] = {}
 
@@ -66,8 +94,9 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
 
         try:
             recaller = Recaller(vault)
-            box["out"] = answer(recaller, prompt, session_id, served_by="cold",
-                                deadline=started + deadline * 0.7, fallback=fallback, extra={"agent": agent})
+            box["out"] = answer(recaller, prompt, session_id, served_by="cold", budget=budget,
+                                deadline=started + deadline * 0.7, fallback=fallback, extra={"agent": agent},
+                                hint_until=min(time.monotonic() + hint_wait, started + deadline * 0.85))
         except Exception as exc:  # noqa: BLE001 - reported in telemetry, never raised into the agent
             box["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -75,6 +104,8 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
     worker.start()
     worker.join(max(0.05, deadline - (time.monotonic() - started)))
     if "out" in box:
+        for warning in box["out"]["telemetry"].get("warnings") or []:
+            print(f"memory-hub hook: {warning}", file=sys.stderr)  # never silent: "nothing relevant" looks alike
         return str(box["out"]["block"] or ""), {"served_by": "cold", "fallback": fallback}
     reason = box.get("error") or "deadline"
     telemetry.record(vault, {"event": "recall", "served_by": "none", "session": session_id, "agent": agent,
@@ -84,16 +115,17 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
 
 
 def count_read(vault: Path, path: str, cwd: object) -> None:
-    """A file the agent read: if it is a note of this vault, count one access (never raises)."""
-    from ..vault.counters import CounterError, record_access
+    """A file the agent read: if it is a note of this vault, one ``read`` usage event (never raises;
+    the note itself is never written, see vault/usage.py)."""
+    from ..vault.usage import UsageError, record_read
     from .transcript import relative_to_vault
 
     rel = relative_to_vault(vault, path, cwd)
     if rel:
         try:
-            record_access(vault, rel)
-        except CounterError:
-            pass  # not a note, gone, or broken frontmatter: nothing to count
+            record_read(vault, rel)
+        except (UsageError, OSError, ValueError):
+            pass  # not a note, gone, or outside the vault: nothing to count
 
 
 def handle(event: dict[str, Any], vault: Path, agent: str = "claude-code",
@@ -140,6 +172,7 @@ def run(agent: str, vault_arg: str | None = None, stdin: TextIO | None = None, s
     """Read one event from stdin, handle it under a hard deadline, print the reply; always 0."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
+    vault, problem = _vault(vault_arg)  # before the deadline: the vault's settings may set it
     limit = _deadline()
     result: dict[str, Any] = {}
 
@@ -149,8 +182,8 @@ def run(agent: str, vault_arg: str | None = None, stdin: TextIO | None = None, s
             event = json.loads(raw) if raw.strip() else {}
             if not isinstance(event, dict):
                 return
-            vault = _vault(vault_arg)
             if vault is None:
+                _report_no_vault(problem or "no vault", agent, event)
                 return
             result["out"] = handler(event, vault, agent, limit)
         except Exception as exc:  # noqa: BLE001 - a hook never fails the agent

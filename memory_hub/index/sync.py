@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat as stat_module
 import sys
 import time
@@ -30,7 +31,7 @@ from ..vault.walk import (
     safe_path,
     walk,
 )
-from . import describe, graph, lexical
+from . import describe, graph, lexical, usage
 from .store import Store, reset
 
 # Hooks other index stages (vectors, recall) register to hear about changed notes.
@@ -52,6 +53,7 @@ class SyncReport:
     skipped: list[Skipped] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)  # indexed, but with a problem
     links_resolved: int = 0
+    usage_events: int = 0  # usage events folded from the logs by this sync
     seconds: float = 0.0
     interrupted: bool = False
 
@@ -72,6 +74,7 @@ class SyncReport:
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "problems": [{"path": p, "problem": m} for p, m in self.problems],
             "links_resolved": self.links_resolved,
+            "usage_events": self.usage_events,
             "seconds": round(self.seconds, 3),
             "interrupted": self.interrupted,
         }
@@ -176,10 +179,31 @@ def _delete(store: Store, path: str) -> None:
         store.set_meta(conn, "links_dirty", "1")
 
 
-def _record_skip(store: Store, skip: Skipped) -> None:
+def _record_skip(store: Store, skip: Skipped, stat: FileStat | None = None) -> None:
+    seen = _trusted(stat) if stat is not None else None
     with store.transaction() as conn:
         conn.execute("DELETE FROM problems WHERE path = ?", (skip.path,))
-        conn.execute("INSERT INTO problems(path, problem, at) VALUES (?, ?, ?)", (skip.path, skip.reason, time.time()))
+        conn.execute("INSERT INTO problems(path, problem, at, mtime_ns, size) VALUES (?, ?, ?, ?, ?)",
+                     (skip.path, skip.reason, time.time(), seen.mtime_ns if seen else None, seen.size if seen else None))
+
+
+def skipped_as_seen(conn: sqlite3.Connection) -> dict[str, tuple[int, int]]:
+    """{path: (mtime_ns, size)} of files skipped unread (binary, too large…) as they were then:
+    while they stay so they are neither re-read nor a pending change."""
+    rows = conn.execute("SELECT path, mtime_ns, size FROM problems WHERE mtime_ns IS NOT NULL AND mtime_ns != 0"
+                        " AND path NOT IN (SELECT path FROM notes)")
+    return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+
+def _skip(store: Store, report: SyncReport, known: dict, skip: Skipped, stat: FileStat | None = None) -> None:
+    """A file that cannot be indexed: reported, recorded as a problem (with the stat it was seen
+    at, so ``status`` does not count it as a pending change until it changes), dropped if indexed."""
+    report.skipped.append(skip)
+    print(f"warning: {skip.path}: {skip.reason}", file=sys.stderr)
+    _record_skip(store, skip, stat)
+    if skip.path in known:
+        _delete(store, skip.path)
+        report.deleted.append(skip.path)
 
 
 def sync(vault: Path, *, rebuild: bool = False, store: Store | None = None, progress: bool | None = None,
@@ -201,6 +225,7 @@ def sync(vault: Path, *, rebuild: bool = False, store: Store | None = None, prog
     with store.writer():
         try:
             _sync_locked(vault, store, report, progress, only)
+            _fold_usage(store, vault, report)
         except KeyboardInterrupt:
             report.interrupted = True
         report.seconds = time.monotonic() - started
@@ -210,6 +235,15 @@ def sync(vault: Path, *, rebuild: bool = False, store: Store | None = None, prog
     if report.interrupted:
         raise SyncInterrupted(report)
     return report
+
+
+def _fold_usage(store: Store, vault: Path, report: SyncReport) -> None:
+    """Usage logs (``.memory-hub/usage/``) into the index; a log that cannot be read is reported."""
+    folded = usage.fold(store, vault)
+    report.usage_events = folded.events
+    for where, reason in folded.problems:
+        report.skipped.append(Skipped(where, reason))
+        print(f"warning: {where}: {reason}", file=sys.stderr)
 
 
 class SyncInterrupted(KeyboardInterrupt):
@@ -252,8 +286,9 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
     # Decide what to (re)read. A new note parser re-reads every note once (a full sync only).
     reparse = only is None and store.get_meta("parse_version") != PARSE_VERSION
     todo: list[FileStat] = []
+    skipped_before = skipped_as_seen(conn)
     for st in files:
-        old = known.get(st.path)
+        old = known.get(st.path) or skipped_before.get(st.path)
         if old and old[0] == st.mtime_ns and old[1] == st.size and not (reparse and st.is_note):
             report.unchanged += 1
         else:
@@ -282,14 +317,9 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
                 data = read_note_bytes(vault, st.path)
                 text = decode_note(data)
             except (UnreadableNote, OSError) as exc:
-                reason = str(exc) if isinstance(exc, UnreadableNote) else f"cannot read: {exc}"
-                skip = Skipped(st.path, reason)
-                report.skipped.append(skip)
-                print(f"warning: {st.path}: {reason}", file=sys.stderr)
-                _record_skip(store, skip)
-                if st.path in known:
-                    _delete(store, st.path)
-                    report.deleted.append(st.path)
+                content = isinstance(exc, UnreadableNote)  # a permission error may be fixed without a new mtime
+                reason = str(exc) if content else f"cannot read: {exc}"
+                _skip(store, report, known, Skipped(st.path, reason), st if content else None)
                 continue
             digest = content_hash(data)
             old = known.get(st.path)
@@ -299,7 +329,12 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
                               (_trusted(st).mtime_ns, st.size, st.path))
                 report.unchanged += 1
                 continue
-            note = parse_note(st.path, text)
+            try:
+                note = parse_note(st.path, text)
+            except Exception as exc:  # noqa: BLE001 - one hostile note never stops the sync of the others
+                reason = f"could not be parsed ({type(exc).__name__}: {str(exc)[:200]}); skipped"
+                _skip(store, report, known, Skipped(st.path, reason), st)
+                continue
             for problem in note.problems:
                 report.problems.append((st.path, problem))
                 print(f"warning: {st.path}: {problem}", file=sys.stderr)

@@ -44,6 +44,8 @@ def _freshness(state: ServerState) -> dict[str, Any]:
         out["pending_changes"] = pending
         if pending:
             out["stale"] = f"{pending} changed file(s) are being re-indexed; results may be a second old"
+    if state.index_problem:
+        out["stale"] = state.index_problem
     return out
 
 
@@ -171,17 +173,24 @@ def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int 
     }
     if to_line < len(lines):
         out["more"] = f"{len(lines) - to_line} more line(s): call read_note again with from_line={to_line + 1}"
-    _record_access(state, rel)
+    out["usage"] = _record_read(state, rel)
     return out
 
 
-def _record_access(state: ServerState, rel: str) -> None:
-    from ..vault.counters import record_access
+def _record_read(state: ServerState, rel: str) -> dict[str, Any]:
+    """One ``read`` usage event (appended to a log, never to the note) and the note's counts now."""
+    from ..index import usage
+    from ..vault.usage import record_read
 
     try:
-        record_access(state.vault, rel)
-    except Exception as exc:  # noqa: BLE001 - counting an access must never fail a read
-        log.warning("could not record access to %s: %s", rel, exc)
+        record_read(state.vault, rel)
+    except Exception as exc:  # noqa: BLE001 - counting a read must never fail it
+        log.warning("could not record a read of %s: %s", rel, exc)
+    try:
+        usage.fold(state.store, state.vault, wait=False)
+        return usage.for_note(state.store, rel).as_dict()
+    except Exception as exc:  # noqa: BLE001
+        return {"error": f"usage unavailable: {exc}"}
 
 
 def related(state: ServerState, path: str, hops: int = 1, limit: int = 50) -> dict[str, Any]:
@@ -243,7 +252,7 @@ def capture(state: ServerState, text: str, title: str | None = None, kind: str |
         also = [result.daily] if result.daily else []
         extra = {k: v for k, v in (("scope", result.scope), ("tags", result.tags), ("due", result.due),
                                    ("deadline", result.deadline), ("daily", result.daily),
-                                   ("warnings", result.warnings)) if v}
+                                   ("warnings", result.warnings), ("redacted", result.redacted)) if v}
     except (OutsideVault, FileExistsError, ValueError) as exc:
         raise ToolError(f"not captured: {exc}") from None
     rel = _relative(state, written)
@@ -276,23 +285,36 @@ def status(state: ServerState) -> dict[str, Any]:
         "links": conn.execute("SELECT count(*) FROM links").fetchone()[0],
         "last_sync": (_dt.datetime.fromtimestamp(float(last)).isoformat(timespec="seconds") if last else None),
         "pending_changes": pending,
-        "fresh": pending == 0,
+        "fresh": pending == 0 and not state.index_problem,
         "problems": conn.execute("SELECT count(*) FROM problems").fetchone()[0],
         "models_ready": state.models_ready.is_set(),
         "uptime_seconds": round(state.uptime(), 1),
     }
     if state.models_error:
         out["models_error"] = state.models_error
+    out.update(state.index_health())
+    out["usage"] = _usage_status(state)
     out.update(_vector_status(state))
     watcher = state.watcher
     if watcher is not None:
         out["watcher"] = {"alive": watcher.alive, "pending": watcher.pending, "syncs": watcher.syncs,
-                          **({"last_error": watcher.last_error} if watcher.last_error else {})}
+                          **({"last_error": watcher.last_error} if watcher.last_error else {}),
+                          **({"failed": sorted(watcher.failed)} if watcher.failed else {})}
     else:
         out["watcher"] = "off"
     if pending:
         out["stale"] = f"{pending} file(s) changed since the last sync; they will be indexed shortly"
     return out
+
+
+def _usage_status(state: ServerState) -> dict[str, Any]:
+    from ..index import usage
+
+    try:
+        usage.fold(state.store, state.vault, wait=False)
+        return usage.summary(state.store, state.vault)
+    except Exception as exc:  # noqa: BLE001 - status must answer
+        return {"error": f"usage unavailable: {exc}"}
 
 
 def _vector_status(state: ServerState) -> dict[str, Any]:
