@@ -8,10 +8,12 @@ fresh process spends loading them) and searches in-process when no server answer
 
 * ``search``: {query, results: [{path, title, description, kind, date, score, snippet, tags, exact}
                (+ channels, calibration, graph, rerank with --explain)], timings_ms: {stage: ms},
-               warnings: [str], served_by: server|in-process, vaults: [name]} (+ vector_query with --explain);
-               every result carries ``vault``; with team vaults (docs/team.md) the rankings are fused,
-               results also carry ref ("vault:path"), vault_rank, vault_score, and served_by is
-               {vault: server|in-process}
+               warnings: [str], served_by: server|in-process, vaults: [name],
+               low_confidence: bool (no channel found real evidence; the hits are only the nearest notes)}
+               (+ vector_query and evidence with --explain: what the embedder was asked, each channel's
+               evidence and weight); every result carries ``vault``; with team vaults (docs/team.md) the
+               rankings are fused, results also carry ref ("vault:path"), vault_rank, vault_score, and
+               served_by is {vault: server|in-process}
 * ``links``:  {note, title, backlinks: int, links: [{target, kind, heading, block, alias, line,
                target_path (null when dangling)}], neighbours: [{path, title, hops, direction, via}]}
 """
@@ -116,13 +118,21 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         print_json(data)
         return 0
+    from ..retrieval.search import LOW_CONFIDENCE_HINT
+
+    low = bool(data.get("low_confidence"))
     for warning in data["warnings"]:
-        print(f"warning: {warning}", file=sys.stderr)
+        if not (low and warning == LOW_CONFIDENCE_HINT):
+            print(f"warning: {warning}", file=sys.stderr)
     if args.explain and data.get("vector_query") and data["vector_query"] != data["query"]:
         print(f"vector query: {data['vector_query']}  (terms found in nearly every note in scope left out)")
+    if args.explain and data.get("evidence"):
+        print(f"evidence: {json.dumps(data['evidence'], ensure_ascii=False)}")
     if not data["results"]:
         print("no results")
         return 0
+    if low:
+        print(LOW_CONFIDENCE_HINT)
     from ..textsafe import visible
 
     for rank, hit in enumerate(data["results"], start=1):

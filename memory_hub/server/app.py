@@ -200,7 +200,8 @@ def build_server(state: ServerState) -> FastMCP:
 
         Each result has path, title, description, date, kind, score and a short snippet. Read the
         descriptions first; call read_note(path) only for notes you actually need. When team vaults
-        are searched too, results carry 'vault' and 'ref' ('vault:path'): pass ref to read_note."""
+        are searched too, results carry 'vault' and 'ref' ('vault:path'): pass ref to read_note. When
+        low_confidence is true no note really matched: the results are only the nearest notes."""
         return tools.search(state, query, k, mode, kinds, tags, path_prefix, since)
 
     @mcp.tool(annotations=READ_ONLY, title="Recall relevant notes")
