@@ -37,6 +37,7 @@ from .chunks import Chunk, chunk_note
 from .embed import Embedder
 from .lexical import Filters
 from .store import Store
+from .sync import NOTES_CHANGED
 
 TABLE_PREFIX = "chunks_"
 GROUP_CHUNKS = 512  # chunks per committed group: what Ctrl-C can lose at most (~10 s of embedding)
@@ -44,6 +45,10 @@ GROUP_CHUNKS = 512  # chunks per committed group: what Ctrl-C can lose at most (
 # workers rarely wait for each other at the end of a call
 BATCH = 64
 _META_VERSION = "vectors_version"
+# What the last complete vector sync saw: the notes' change stamp, the embedder and the table's
+# version folder. While all three still hold, nothing is due and a sync need not open LanceDB,
+# scan its rows or load a model (a no-change `memory-hub sync` spent 0.7-0.9 s doing that).
+_META_CURRENT = "vectors_current"
 
 
 def lancedb_dir(vault: Path) -> Path:
@@ -170,9 +175,10 @@ class _Matrix:
 class VectorIndex:
     """The chunk vectors of one vault for one embedder."""
 
-    def __init__(self, vault: Path, embedder: Embedder) -> None:
+    def __init__(self, vault: Path, embedder: Embedder, fingerprint: str | None = None) -> None:
         self.vault = Path(vault)
         self.embedder = embedder
+        self.fingerprint = fingerprint  # loader.embedder_fingerprint of the spec that loaded ``embedder``
         self.key = embedder.identity.key
         self.dir = lancedb_dir(self.vault)
         self.name = table_name(self.key)
@@ -269,6 +275,7 @@ class VectorIndex:
         started = time.monotonic()
         report = VectorReport(self.key)
         with self._write_lock():
+            notes_stamp = store.get_meta(NOTES_CHANGED, "")
             try:
                 self._sync_locked(store, report, progress)
             except KeyboardInterrupt:
@@ -276,7 +283,15 @@ class VectorIndex:
             finally:
                 report.seconds = time.monotonic() - started
                 self._bump(store)
+            if not report.interrupted and not report.failed:
+                self._mark_current(store, notes_stamp)
         return report
+
+    def _mark_current(self, store: Store, notes_stamp: str) -> None:
+        mark = {"notes": notes_stamp, "embedder": self.key, "table": self.name,
+                "lance": _table_stamp(self.dir, self.name), "fingerprint": self.fingerprint}
+        with store.transaction() as conn:
+            store.set_meta(conn, _META_CURRENT, json.dumps(mark))
 
     def _sync_locked(self, store: Store, report: VectorReport, progress: bool | None) -> None:
         db = self._connect()
@@ -460,6 +475,32 @@ class VectorIndex:
             ranked.append((ids[path], score, hits[0]))
         ranked.sort(key=lambda t: (-t[1], t[0]))
         return ranked[:limit]
+
+
+def _table_stamp(folder: Path, name: str) -> str:
+    """Changes whenever LanceDB commits a version of the table (or the table is deleted)."""
+    try:
+        return str((folder / f"{name}.lance" / "_versions").stat().st_mtime_ns)
+    except OSError:
+        return ""
+
+
+def current_embedder(store: Store, fingerprint: str) -> str | None:
+    """The embedder key whose vectors are known current with every note, without opening LanceDB
+    or loading a model; None when a sync has to look (a note changed, another model, the table
+    changed or vanished). ``fingerprint``: ``embed.loader.embedder_fingerprint`` of the spec."""
+    raw = store.get_meta(_META_CURRENT)
+    if not raw:
+        return None
+    try:
+        mark = json.loads(raw)
+    except ValueError:
+        return None
+    if (mark.get("fingerprint") != fingerprint or mark.get("notes") != store.get_meta(NOTES_CHANGED, "")
+            or mark.get("lance") != _table_stamp(lancedb_dir(store.vault), str(mark.get("table")))
+            or not mark.get("lance")):
+        return None
+    return str(mark.get("embedder"))
 
 
 def _allowed_paths(store: Store, filters: Filters) -> dict[str, int]:
