@@ -119,13 +119,15 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not result.hits:
         print("no results")
         return 0
+    from .textsafe import visible
+
     for rank, hit in enumerate(result.hits, start=1):
         flag = " [exact]" if hit.exact else ""
-        print(f"{rank:2}. {hit.title}  ({hit.path}, {hit.kind}{', ' + hit.date if hit.date else ''}){flag}")
+        print(f"{rank:2}. {visible(hit.title)}  ({visible(hit.path)}, {hit.kind}{', ' + hit.date if hit.date else ''}){flag}")
         if hit.description:
-            print(f"    {hit.description}")
+            print(f"    {visible(hit.description)}")
         if hit.snippet:
-            print(f"    › {hit.snippet}")
+            print(f"    › {visible(hit.snippet)}")
         if args.explain:
             print(f"    explain: score={hit.score} channels={json.dumps(hit.channels, ensure_ascii=False)}"
                   + (f" calibration={json.dumps(hit.calibration)}" if hit.calibration else "")
@@ -158,15 +160,17 @@ def cmd_links(args: argparse.Namespace) -> int:
                            for n in near],
         })
         return 0
-    print(f"{row['title']} ({row['path']}) — {backlinks} backlinks")
+    from .textsafe import visible
+
+    print(f"{visible(row['title'])} ({visible(row['path'])}) — {backlinks} backlinks")
     print("links:")
     for r in outgoing:
-        where = r["target_path"] or "(dangling)"
-        print(f"  {r['kind']:<11} [[{r['target']}]] → {where}")
+        where = visible(r["target_path"]) if r["target_path"] else "(dangling)"
+        print(f"  {r['kind']:<11} [[{visible(r['target'])}]] → {where}")
     print(f"within {args.hops} hop(s):")
     for n in near:
-        via = f" via {n.via}" if n.via else ""
-        print(f"  {n.hops} {n.direction:<8} {n.path}{via}")
+        via = f" via {visible(n.via)}" if n.via else ""
+        print(f"  {n.hops} {n.direction:<8} {visible(n.path)}{via}")
     return 0
 
 
@@ -254,9 +258,25 @@ def _extensions() -> list[Callable[..., None]]:
     return found
 
 
+# Commands whose stdout is a protocol (MCP over stdio, a hook's JSON reply) are left untouched.
+_RAW_OUTPUT = frozenset({"serve", "hook"})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    streams = sys.stdout, sys.stderr
+    if args.command not in _RAW_OUTPUT:  # note names and fields print visibly, never as raw controls
+        from .textsafe import VisibleStream
+
+        sys.stdout, sys.stderr = VisibleStream(sys.stdout), VisibleStream(sys.stderr)
+    try:
+        return _run(args)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except CliError as exc:

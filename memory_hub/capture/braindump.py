@@ -19,6 +19,7 @@ from pathlib import Path
 from ..config import db_path
 from ..vault.frontmatter import set_fields
 from ..vault.notes import CAPTURE, KINDS, TEMPLATE, TRACKER
+from ..vault.redact import Redaction, redact_report
 from ..vault.walk import OutsideVault
 from ..vault.writer import NoteExists, create_note, unique_note_path
 from . import classify as cls
@@ -51,6 +52,7 @@ class CaptureResult:
     urls: list[dict[str, object]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    redacted: dict[str, int] = field(default_factory=dict)  # secrets removed before writing, by kind
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -202,7 +204,12 @@ def braindump(vault: Path, text: str, title: str | None = None, kind: str | None
         raise CaptureError(f"vault not found: {vault}")
 
     today = today or _dt.date.today()
-    text = text.replace("\r\n", "\n")
+    # Secrets never reach the vault (a git repository): everything below, the title, description,
+    # daily-note link and fetched pages included, is derived from redacted text.
+    removed = Redaction("")
+    text = _redacted(text.replace("\r\n", "\n"), removed)
+    title = _redacted(title, removed) if title else title
+    tags = [_redacted(t, removed) for t in tags] if tags else tags
     found = cls.classify(text, known_tags(vault))
     chosen_scope = scope.strip().lower() if scope else found.scope
     reasons = list(found.reasons) if not scope else [f"scope given: {chosen_scope}"]
@@ -218,7 +225,8 @@ def braindump(vault: Path, text: str, title: str | None = None, kind: str | None
         from .fetch import fetch
 
         got = fetch(url)
-        sources.append({"url": url, "ok": got.ok, "title": got.title, "text": got.text, "error": got.error})
+        sources.append({"url": url, "ok": got.ok, "title": _redacted(got.title, removed),
+                        "text": _redacted(got.text, removed), "error": got.error})
         if not got.ok:
             warnings.append(f"could not fetch {url}: {got.error}; the URL is kept in the note")
 
@@ -249,6 +257,8 @@ def braindump(vault: Path, text: str, title: str | None = None, kind: str | None
     except OutsideVault as exc:
         raise CaptureError(str(exc)) from None
 
+    if removed.counts:
+        warnings.append(f"{removed.summary()} before writing")
     daily = None
     if link_daily and kind != "daily":
         try:
@@ -258,7 +268,16 @@ def braindump(vault: Path, text: str, title: str | None = None, kind: str | None
     return CaptureResult(path=rel, title=title, scope=chosen_scope, kind=kind, tags=tag_list, actions=found.actions,
                          due=due, deadline=deadline, daily=daily,
                          urls=[{k: v for k, v in s.items() if k != "text"} for s in sources],
-                         warnings=warnings, reasons=reasons)
+                         warnings=warnings, reasons=reasons, redacted=dict(removed.counts))
+
+
+def _redacted(text: str, into: Redaction) -> str:
+    """``text`` redacted, its counts added to ``into``."""
+    if not text:
+        return text
+    done = redact_report(text)
+    into.counts.update(done.counts)
+    return done.text
 
 
 def result_json(result: CaptureResult) -> str:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..vault.markdown import plain_text, trim
 from ..vault.notes import parse_note
+from ..vault.redact import redact, redact_report
 from ..vault.walk import read_note_text
 from ..vault.writer import NoteExists, create_note, unique_note_path
 from . import classify as cls
@@ -224,6 +225,7 @@ def learning_title(plain: str) -> str:
 
 def write_learning(vault: Path, cand: Candidate, source: str | None, today: _dt.date,
                    source_file: str | None = None) -> str:
+    cand.title, cand.text = redact(cand.title), redact(cand.text)  # a model's reply is outside text too
     links = [m["path"].removesuffix(".md") for m in cand.matches if isinstance(m.get("path"), str)][:3]
     if source:
         body = cand.text + "\n\nFrom the session transcript [[" + source.rsplit("/", 1)[-1].removesuffix(".md") + "]]."
@@ -255,6 +257,11 @@ def learnings_from_text(vault: Path, text: str, source: str | None = None, *, to
     today = today or _dt.date.today()
     text = transcript_text(text)
     report = LearningsReport(source=source or source_file, judge="rules")
+    # Redacted before anything else: nothing secret reaches the LLM endpoint or a learning note.
+    done = redact_report(text)
+    text = done.text
+    if done.counts:
+        report.warnings.append(f"{done.summary()} from the transcript before extracting learnings")
     if use_llm is None:
         use_llm = configured() is not None
     candidates: list[Candidate] = []

