@@ -283,6 +283,8 @@ def status(state: ServerState) -> dict[str, Any]:
     watcher = state.watcher
     if watcher is not None:
         out["watcher"] = {"alive": watcher.alive, "pending": watcher.pending, "syncs": watcher.syncs,
+                          "mode": getattr(watcher, "mode", "events"),
+                          **({"reason": watcher.fallback_reason} if getattr(watcher, "fallback_reason", None) else {}),
                           **({"last_error": watcher.last_error} if watcher.last_error else {})}
     else:
         out["watcher"] = "off"
