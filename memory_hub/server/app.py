@@ -18,26 +18,12 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from . import tools
+from .about import INSTRUCTIONS
+from .about import server_version as _version
 from .state import ServerState
 
 log = logging.getLogger("memory_hub.server")
 
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("memory-hub")
-    except PackageNotFoundError:
-        return "0"
-
-INSTRUCTIONS = """\
-Memory Hub is the user's long-term memory: a vault of Markdown notes (decisions, runbooks,
-learnings, trackers), in English and Japanese. Before answering from general knowledge about the
-user's projects, conventions, past incidents or decisions, call `search` (or `recall` for a compact
-list). Open a note with `read_note` only when its description is not enough. Use `related` to
-follow links. When you learn something worth keeping (a decision, a fix, a gotcha), call `capture`.
-"""
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 
@@ -53,6 +39,8 @@ def _guarded(func: Callable[..., Any]) -> Callable[..., Any]:
             return func(*args, **kwargs)
         except ToolError:
             raise
+        except tools.ToolError as exc:
+            raise ToolError(str(exc)) from None
         except Exception as exc:
             log.exception("tool %s failed", func.__name__)
             raise ToolError(f"internal error in {func.__name__}: {type(exc).__name__}: {exc}") from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import os
 import socket
 import sys
 import threading
@@ -144,9 +145,15 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
     if transport != "stdio":
         token = require_token(host, token_from_env())  # refuse before opening anything
         sock = bind_socket(host, port)
+    state = open_state(vault, watch=watch, rescan_every=rescan_every, warm=warm, hooks_socket=hooks_socket)
+    if transport == "stdio" and not os.environ.get("MEMORY_HUB_STDIO_FASTMCP"):
+        try:
+            _serve_stdio(state)  # no FastMCP on stdio: start-up and every message cost a fraction (stdio.py)
+        finally:
+            close_state(state)
+        return
     from .app import build_server
 
-    state = open_state(vault, watch=watch, rescan_every=rescan_every, warm=warm, hooks_socket=hooks_socket)
     mcp = build_server(state)
     _add_health_route(mcp, state)
     try:
@@ -168,6 +175,13 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
                 host_origin_protection=False, sockets=[sock])
     finally:
         close_state(state)
+
+
+def _serve_stdio(state: ServerState) -> None:
+    from .about import INSTRUCTIONS, server_version
+    from .stdio import StdioServer
+
+    StdioServer(state, INSTRUCTIONS, server_version()).serve()
 
 
 def _add_health_route(mcp: Any, state: ServerState) -> None:

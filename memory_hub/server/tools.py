@@ -12,8 +12,6 @@ import json
 import logging
 from typing import Any
 
-from fastmcp.exceptions import ToolError
-
 from ..index import graph
 from ..index.lexical import Filters
 from ..index.sync import sync
@@ -22,6 +20,11 @@ from ..vault.walk import OutsideVault, UnreadableNote, read_note_text, safe_path
 from .state import ServerState
 
 log = logging.getLogger("memory_hub.server")
+
+class ToolError(Exception):
+    """A failure the caller can act on: both MCP front ends (``app.py`` over FastMCP, ``stdio.py``)
+    send its message as the tool's error. Kept free of FastMCP so a stdio server never imports it."""
+
 
 MAX_K = 50
 MAX_CAPTURE_CHARS = 20_000
@@ -104,6 +107,8 @@ def search(state: ServerState, query: str, k: int = 10, mode: str | None = None,
             "tags": list(h.tags), **({"exact": True} if h.exact else {}),
         })
     out: dict[str, Any] = {"query": result.query, "results": hits, "index": _freshness(state)}
+    if getattr(result, "timings_ms", None):
+        out["timings_ms"] = dict(result.timings_ms)  # where the time went, per stage (benchmarks read it)
     used = getattr(result, "mode", None)
     if used:
         out["mode"] = used
