@@ -1,5 +1,6 @@
 # Two commands: `make run` (set up, then run Memory Hub on the default vault) and `make test`.
 # Everything is installed from the project's own files; nothing is downloaded at run time.
+# `make install` puts `memory-hub` on PATH (a link in $(BINDIR)); `make uninstall` removes it.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -7,8 +8,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 MH     := $(BIN)/memory-hub
 PORT   ?= 8765
+BINDIR ?= $(HOME)/.local/bin
 
-.PHONY: run test setup models vault lint bench clean
+.PHONY: run test setup models vault lint bench clean install uninstall
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +36,26 @@ run: vault
 
 test: vault
 	$(BIN)/python -m pytest -q
+
+# A link, so hooks, schedules and git hooks that run $(BINDIR)/memory-hub keep working: after moving
+# the clone, run `make install` again and they follow. An existing memory-hub that is not a link into
+# some clone's .venv (a pipx or uv install) is left alone.
+install: setup
+	@mkdir -p $(BINDIR)
+	@target="$(BINDIR)/memory-hub"; \
+	if [ -e "$$target" ] || [ -L "$$target" ]; then \
+	  case "$$(readlink "$$target")" in */.venv/bin/memory-hub) ;; \
+	    *) echo "$$target exists and is not a clone's link (pipx or uv install?); left alone" >&2; exit 1;; esac; \
+	fi; \
+	ln -sfn "$(abspath $(MH))" "$$target" && echo "linked $$target -> $(abspath $(MH))"; \
+	case ":$$PATH:" in *":$(BINDIR):"*) ;; \
+	  *) echo "note: $(BINDIR) is not on PATH; add it, e.g. in ~/.profile: export PATH=\"$(BINDIR):\$$PATH\"";; esac
+
+uninstall:
+	@target="$(BINDIR)/memory-hub"; \
+	if [ -L "$$target" ] && [ "$$(readlink "$$target")" = "$(abspath $(MH))" ]; then \
+	  rm "$$target" && echo "removed $$target"; \
+	else echo "$$target is not a link to this clone; nothing removed"; fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check memory_hub tests benchmarks models

@@ -21,6 +21,8 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     """Tests never touch the user's default vault or environment."""
     monkeypatch.delenv("MEMORY_HUB_VAULT", raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.getbasetemp() / "xdg-data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "xdg-config"))  # the machine id
+    monkeypatch.delenv("MEMORY_HUB_MACHINE_ID", raising=False)
     # Git commits in tests must work on a machine with no global git identity (fresh CI boxes).
     for var, value in (("GIT_AUTHOR_NAME", "Memory Hub Tests"), ("GIT_AUTHOR_EMAIL", "tests@localhost"),
                        ("GIT_COMMITTER_NAME", "Memory Hub Tests"), ("GIT_COMMITTER_EMAIL", "tests@localhost")):

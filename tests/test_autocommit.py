@@ -82,7 +82,9 @@ def test_schedule_prints_every_form_and_installs_idempotently(repo, tmp_path, mo
     cron = next(e for e in entries(repo) if e.kind == "cron").text
     assert "*/10 * * * *" in cron and "autocommit" in cron and "dream" in cron and str(repo) in cron
     done = install(repo, kind="systemd", activate=False)
-    timer = tmp_path / "cfg/systemd/user/memory-hub-autocommit.timer"
+    from memory_hub.capture.schedule import vault_id
+
+    timer = tmp_path / f"cfg/systemd/user/memory-hub-autocommit-{vault_id(repo)}.timer"
     assert timer.exists() and "OnCalendar=*:0/10" in timer.read_text()
     assert len(done) == 4
     assert install(repo, kind="systemd", activate=False) == ["systemd entries already up to date"]

@@ -130,7 +130,8 @@ def test_url_fetched_when_reachable_and_failure_said_plainly(template_vault):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        r = braindump(vault, f"read this {base}/article and {base}/missing", today=TODAY, link_daily=False)
+        r = braindump(vault, f"read this {base}/article and {base}/missing", today=TODAY, link_daily=False,
+                      fetch_urls=True)
     finally:
         server.shutdown()
         server.server_close()

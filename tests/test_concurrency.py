@@ -72,8 +72,6 @@ def test_server_watcher_cli_sync_and_git_hook_together(template_vault: tuple[Pat
             n = 0
             while time.monotonic() < t_end:
                 for tool, args in (("search", {"query": "concurrencyprobe3 deploy", "k": 5}),
-                                   # Not home.md, which the loop below edits: read_note bumps access_count
-                                   # in the note it reads, and this test checks the edits, not the counts.
                                    ("read_note", {"path": "vault-conventions.md", "max_lines": 5}),
                                    ("status", {}),
                                    ("recall", {"prompt": "blue-green deploy rollback"})):

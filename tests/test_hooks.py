@@ -20,6 +20,16 @@ from memory_hub.server import local_socket
 from memory_hub.vault import frontmatter
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def usage_of(vault: Path, path: str):  # noqa: ANN201 - index.usage.Usage
+    """A note's usage as every reader sees it (the index's usage API, after folding the logs)."""
+    from memory_hub.index import usage
+    from memory_hub.index.store import Store
+
+    store = Store(vault)
+    usage.fold(store, vault)
+    return usage.for_note(store, path)
 PROMPT = "how do we rotate the TLS certificate on the legacy nginx VMs?"
 
 
@@ -105,7 +115,7 @@ def test_read_tool_counts_an_access_only_inside_the_vault(template_vault, tmp_pa
     outside.write_text("---\ntitle: x\n---\nbody\n", encoding="utf-8")
 
     def count() -> int:
-        return frontmatter.parse((vault / "runbooks/db-failover.md").read_text(encoding="utf-8")).data["access_count"]
+        return usage_of(vault, "runbooks/db-failover.md").reads
 
     before = count()
     for path, cwd in ((str(vault / "runbooks/db-failover.md"), "/"), ("runbooks/db-failover.md", str(vault)),
@@ -126,7 +136,7 @@ def test_codex_shell_reads_count(template_vault) -> None:
     vault, _ = template_vault
     codex.handle({"hook_event_name": "PostToolUse", "tool_name": "Bash", "cwd": str(vault),
                   "tool_input": {"command": "cat auth-flow.md"}}, vault)
-    assert frontmatter.parse((vault / "auth-flow.md").read_text(encoding="utf-8")).data["access_count"] == 1
+    assert usage_of(vault, "auth-flow.md").reads == 1
 
 
 def _write_transcript(path: Path, turns: int, secret: bool = True) -> None:
@@ -175,7 +185,7 @@ def test_session_end_hands_judging_to_a_detached_worker(template_vault, tmp_path
                                               "description": "What apply_secrets does"}])
     transcript = tmp_path / "t.jsonl"
     _write_transcript(transcript, 2)
-    before = frontmatter.parse((vault / "deploy-step-apply-secrets.md").read_text(encoding="utf-8")).data["useful_count"]
+    before = usage_of(vault, "deploy-step-apply-secrets.md").useful
     t0 = time.monotonic()
     proc = hook(vault, {"hook_event_name": "SessionEnd", "session_id": "end-1", "transcript_path": str(transcript),
                         "cwd": str(vault)}, env={"MEMORY_HUB_LLM_URL": ""})
@@ -185,7 +195,7 @@ def test_session_end_hands_judging_to_a_detached_worker(template_vault, tmp_path
     while time.monotonic() < deadline and not session.load(vault, "end-1").get("judged"):
         time.sleep(0.2)
     assert session.load(vault, "end-1").get("judged") == ["deploy-step-apply-secrets.md"]
-    after = frontmatter.parse((vault / "deploy-step-apply-secrets.md").read_text(encoding="utf-8")).data["useful_count"]
+    after = usage_of(vault, "deploy-step-apply-secrets.md").useful
     assert after == before + 1  # the assistant read the file (Read tool) and quoted it
 
 
@@ -204,8 +214,8 @@ def test_install_hooks_is_idempotent_and_keeps_other_hooks(tmp_path) -> None:
     assert data["model"] == "x" and data["hooks"]["PreToolUse"] == [{"matcher": "Bash", "hooks": [mine]}]
     ups = data["hooks"]["UserPromptSubmit"]
     assert ups[0] == {"hooks": [mine]}
-    ours = [h for g in ups for h in g["hooks"] if "memory_hub" in h["command"]]
-    assert len(ours) == 1 and ours[0]["command"].endswith("-m memory_hub.hooks claude-code")
+    ours = [h for g in ups for h in g["hooks"] if "memory-hub" in h["command"]]
+    assert len(ours) == 1 and ours[0]["command"].endswith("memory-hub hook claude-code")
     # the installed command really runs: a bad event through it still exits 0 quietly
     proc = subprocess.run(ours[0]["command"], shell=True, input="{}", capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0 and proc.stdout == ""

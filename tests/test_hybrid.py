@@ -153,8 +153,8 @@ def test_cli_search_modes(searcher, capsys, monkeypatch) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["results"][0]["path"] == "pasta.md"
     assert "vectors" in data["results"][0]["channels"]
-    assert main([*base, "pasta", "--mode", "bogus"]) == 1
-    assert "unknown search mode" in capsys.readouterr().err
+    assert main([*base, "pasta", "--mode", "bogus"]) == 2  # refused by the parser, with the modes listed
+    assert "unknown mode 'bogus'" in capsys.readouterr().err
     with pytest.raises(QueryError):
         searcher.search("   ")
 

@@ -11,7 +11,7 @@ import pytest
 from memory_hub.eval import telemetry
 from memory_hub.hooks.prompt import answer
 from memory_hub.retrieval.recall import GRAPH, LIGHT, TARGETED, Recaller, RecallIndex, classify, is_trivial
-from memory_hub.vault.counters import record_useful
+from memory_hub.vault.usage import record_useful
 
 
 def note(title: str, body: str, description: str = "", tags: str = "[]", extra: str = "") -> str:
@@ -78,17 +78,17 @@ def test_coverage_beats_a_hub_word(make_vault) -> None:
 def test_useful_and_recent_reads_boost(make_vault) -> None:
     body = "How to restart the payment worker safely."
     vault, _ = make_vault({"a.md": note("Payment worker A", body), "b.md": note("Payment worker B", body)})
-    past = time.time() - 60  # notes saved a minute ago: counters never touch a note mid-save
-    for name in ("a.md", "b.md"):
-        os.utime(vault / name, (past, past))
     recaller = Recaller(vault, hybrid=False)
     decision = classify("restart the payment worker", recaller.index)
     recaller.refresh()
     first = [r.path for r in recaller.rank("restart the payment worker", decision)]
     loser = first[1]
-    record_useful(vault, [loser])
+    before = {n: (vault / n).read_bytes() for n in ("a.md", "b.md")}
+    assert record_useful(vault, [loser]) == [loser]
+    recaller = Recaller(vault, hybrid=False)  # a new process (a cold hook) sees the count at once
     recaller.refresh()
     assert [r.path for r in recaller.rank("restart the payment worker", decision)][0] == loser
+    assert {n: (vault / n).read_bytes() for n in ("a.md", "b.md")} == before  # the count is not in the note
 
 
 def test_graph_overview_alone_counts_backlinks(make_vault) -> None:

@@ -14,7 +14,6 @@ from fastmcp.client.transports import StdioTransport
 
 from memory_hub.config import template_dir
 from memory_hub.index.sync import sync
-from memory_hub.vault import frontmatter
 
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
 
@@ -101,8 +100,9 @@ def test_every_tool_over_stdio(vault: Path) -> None:
     err, read = out["read"]
     assert not err and read["from_line"] == 1 and read["to_line"] == 5 and "more" in read
     assert read["text"].startswith("---")
-    fm = frontmatter.parse((vault / "runbooks/blue-green-rollback.md").read_text(encoding="utf-8")).data
-    assert int(fm.get("access_count", 0)) >= 1  # reading counts as an access
+    assert read["usage"]["reads"] >= 1 and read["usage"]["last_read"]  # counted, in the usage log
+    assert (vault / "runbooks/blue-green-rollback.md").read_bytes() == (
+        template_dir() / "runbooks/blue-green-rollback.md").read_bytes()  # the note itself is untouched
 
     err, related = out["related"]
     assert not err and related["related"]
@@ -254,7 +254,7 @@ def test_stdio_and_fastmcp_answer_alike(vault: Path) -> None:
         if result.get("isError"):
             return "error"
         data = result.get("structuredContent") or json.loads(result["content"][0]["text"])
-        data = {k: v for k, v in data.items() if k not in ("index", "timings_ms", "uptime_seconds")}
+        data = {k: v for k, v in data.items() if k not in ("index", "timings_ms", "uptime_seconds", "usage")}
         return json.loads(json.dumps(data))
 
     stdio = _stdio_session(vault, [{"jsonrpc": "2.0", "id": i, "method": "tools/call",

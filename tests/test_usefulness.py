@@ -9,7 +9,6 @@ from llm_stub import LLMStub
 
 from memory_hub.eval.usefulness import heuristic, judge, judge_session
 from memory_hub.retrieval import session
-from memory_hub.vault import frontmatter
 
 INJECTED = [
     {"path": "runbooks/db-failover.md", "title": "DB failover runbook",
@@ -37,6 +36,15 @@ def test_no_assistant_words_means_nothing_used() -> None:
     assert not any(v.used for v in heuristic(INJECTED, "", opened=[]))
 
 
+def _useful(vault: Path, path: str) -> int:
+    from memory_hub.index import usage
+    from memory_hub.index.store import Store
+
+    store = Store(vault)
+    usage.fold(store, vault)
+    return usage.for_note(store, path).useful
+
+
 def _transcript(path: Path, assistant: str, read: str | None = None) -> Path:
     lines = [{"type": "user", "message": {"role": "user", "content": "how do I fail over the database?"}}]
     content: list[dict] = [{"type": "text", "text": assistant}]
@@ -51,8 +59,8 @@ def test_llm_judge_on_loopback_server_ignores_invented_paths(template_vault, tmp
     vault, _ = template_vault
     session.update(vault, "s-llm", injected=INJECTED[:3])
     tls_before = (vault / "tls-certificates.md").read_text(encoding="utf-8")
-    useful_before = frontmatter.parse((vault / "runbooks/db-failover.md").read_text(encoding="utf-8")).data.get(
-        "useful_count", 0)
+    failover_before = (vault / "runbooks/db-failover.md").read_bytes()
+    useful_before = _useful(vault, "runbooks/db-failover.md")
     reply = json.dumps({"verdicts": [
         {"path": "runbooks/db-failover.md", "used": True, "how": "applied"},
         {"path": "tls-certificates.md", "used": False, "how": "none"},
@@ -68,8 +76,8 @@ def test_llm_judge_on_loopback_server_ignores_invented_paths(template_vault, tmp
     assert stub.requests[0]["payload"]["model"] == "judge-test"
     assert summary["judge"] == "llm" and summary["used"] == ["runbooks/db-failover.md"]
     assert summary["written"] == ["runbooks/db-failover.md"]
-    fm = frontmatter.parse((vault / "runbooks/db-failover.md").read_text(encoding="utf-8")).data
-    assert fm["useful_count"] == useful_before + 1
+    assert _useful(vault, "runbooks/db-failover.md") == useful_before + 1
+    assert (vault / "runbooks/db-failover.md").read_bytes() == failover_before  # counted in the log, not the note
     assert not (vault / "secrets").exists() and not (vault.parent / "outside.md").exists()
     assert (vault / "tls-certificates.md").read_text(encoding="utf-8") == tls_before
     # judged once: a second run does not count the same injection again

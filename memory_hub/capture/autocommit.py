@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..config import INDEX_DIRNAME, index_dir
 from ..locks import file_lock, is_locked
+from ..vault import usage
 from ..vault.git import (  # noqa: F401 - operation_in_progress re-exported for callers of its old home
     GitError,
     commit_blocker,
@@ -29,6 +30,7 @@ from ..vault.git import (  # noqa: F401 - operation_in_progress re-exported for 
     run_git,
 )
 from ..vault.journal import pending, recover
+from ..vault.safe_io import OutsideVault
 
 TEMP_GLOB = ".mh-*.tmp"  # vault.writer's temporary files (see vault.git.IGNORED)
 _NO_TEMPS = f":(exclude,glob)**/{TEMP_GLOB}"  # even where .gitignore does not (yet) say so
@@ -116,6 +118,24 @@ def ensure_index_ignored(vault: Path) -> list[str]:
     return fixed
 
 
+USAGE_ALONE_AFTER_S = 86_400
+
+
+def _publish_usage(vault: Path, other_changes: bool) -> tuple[int, str | None]:
+    """Reads recorded since the last commit reach git with the next commit that happens anyway, or
+    in a commit of their own once they are a day old: never one commit per read (vault/usage.py).
+    Returns (events published, why none could be)."""
+    count, oldest = usage.unpublished(vault)
+    if not count or (not other_changes and oldest is not None and time.time() - oldest < USAGE_ALONE_AFTER_S):
+        return 0, None
+    try:
+        moved = usage.publish(vault)
+    except (OutsideVault, OSError) as exc:  # e.g. .memory-hub/usage/ leads outside: the journal stays
+        return 0, f"usage not published: {exc}"
+    run_git(vault, "add", "--", usage.log_place(vault).rel)
+    return moved, None
+
+
 def dream_running(vault: Path) -> bool:
     """Whether a dream pass holds its lock: its edits are committed by the pass itself, step by step."""
     return is_locked(index_dir(vault) / "dream.lock")
@@ -145,7 +165,10 @@ def autocommit(vault: Path, message: str | None = None, lock_wait_s: float = 5.0
         notes = [o.describe() for o in recover(vault)] if pending(vault) else []
         if pending(vault):
             return CommitReport(False, skipped="an interrupted dream step is waiting: " + "; ".join(notes), notes=notes)
-        notes += ensure_index_ignored(vault)
+        try:
+            notes += ensure_index_ignored(vault)
+        except (OutsideVault, GitError) as exc:  # e.g. a .gitignore symlinked outside the vault
+            raise AutocommitError(f"not committing: {exc}") from None
         try:
             return _commit_all(vault, message, notes)
         except GitError as exc:
@@ -157,6 +180,12 @@ def _commit_all(vault: Path, message: str | None, notes: list[str]) -> CommitRep
     added, modified, deleted, renamed = _staged(vault)
     if any(p.startswith(INDEX_DIRNAME + "/") for p in added + modified):  # belt and braces
         run_git(vault, "rm", "-r", "-q", "--cached", "--", INDEX_DIRNAME)
+        added, modified, deleted, renamed = _staged(vault)
+    published, problem = _publish_usage(vault, bool(added or modified or deleted or renamed))
+    if problem:
+        notes.append(problem)
+    if published:
+        notes.append(f"published {published} usage event(s) to {usage.log_place(vault).rel}")
         added, modified, deleted, renamed = _staged(vault)
     if not (added or modified or deleted or renamed):
         return CommitReport(False, notes=notes)

@@ -16,11 +16,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import db_path
+from ..config import db_path, settings
 from ..vault.frontmatter import set_fields
 from ..vault.notes import CAPTURE, KINDS, TEMPLATE, TRACKER
 from ..vault.redact import Redaction, redact_report
-from ..vault.walk import OutsideVault
+from ..vault.safe_io import OutsideVault, UnreadableNote
 from ..vault.writer import NoteExists, create_note, unique_note_path
 from . import classify as cls
 from .daily import link_from_daily
@@ -29,7 +29,7 @@ from .dates import find_deadline
 MAX_CAPTURE_BYTES = int(os.environ.get("MEMORY_HUB_MAX_CAPTURE_BYTES", 256 * 1024))
 SCOPES = ("personal", "work", "project")
 DESCRIPTION_CHARS = 240
-CAPTURE_FOLDER = "inbox"  # every capture lands here, whatever its kind; dream and people sort it later
+CAPTURE_FOLDER = "inbox"  # the default of folders.inbox: every capture lands there, whatever its kind
 
 
 class CaptureError(ValueError):
@@ -143,8 +143,6 @@ def render_capture(*, title: str, description: str, kind: str, scope: str, tags:
         fields["deadline"] = _yaml_date(deadline)
     if kind == CAPTURE:
         fields["status"] = "inbox"
-    fields["access_count"] = 0
-    fields["useful_count"] = 0
     lines = [f"# {title}", ""]
     lines.append(body.strip())
     lines.append("")
@@ -153,6 +151,8 @@ def render_capture(*, title: str, description: str, kind: str, scope: str, tags:
         lines += [f"- [ ] {a}" for a in actions]
         lines.append("")
     for src in sources or []:
+        if src.get("skipped"):
+            continue  # not fetched on purpose: the URL is in the text, nothing to report in the note
         lines += [f"## Source: {src['url']}", ""]
         if src.get("ok"):
             if src.get("title"):
@@ -167,7 +167,7 @@ def render_capture(*, title: str, description: str, kind: str, scope: str, tags:
 
 def write_capture(vault: Path, text: str, title: str | None = None, kind: str | None = None,
                   tags: list[str] | None = None, links: list[str] | None = None, scope: str | None = None,
-                  *, fetch_urls: bool = True, link_daily: bool = True, today: _dt.date | None = None,
+                  *, fetch_urls: bool | None = None, link_daily: bool = True, today: _dt.date | None = None,
                   folder: str | None = None) -> str:
     """Write a capture note into ``inbox/`` and return its vault-relative path. See :func:`braindump`."""
     return braindump(vault, text, title=title, kind=kind, tags=tags, links=links, scope=scope,
@@ -176,10 +176,12 @@ def write_capture(vault: Path, text: str, title: str | None = None, kind: str | 
 
 def braindump(vault: Path, text: str, title: str | None = None, kind: str | None = None,
               tags: list[str] | None = None, links: list[str] | None = None, scope: str | None = None,
-              *, fetch_urls: bool = True, link_daily: bool = True, today: _dt.date | None = None,
+              *, fetch_urls: bool | None = None, link_daily: bool = True, today: _dt.date | None = None,
               folder: str | None = None) -> CaptureResult:
     """Capture ``text``: classify, extract, structure dates, write atomically, link from the daily note.
 
+    ``fetch_urls``: True fetches every URL in the text, False none, None follows
+    ``capture.fetch_urls`` (see :func:`should_fetch`). ``folder`` defaults to ``folders.inbox``.
     Raises CaptureError for empty or oversized text and bad fields; nothing is written then.
     """
     vault = Path(vault)
@@ -218,9 +220,13 @@ def braindump(vault: Path, text: str, title: str | None = None, kind: str | None
     warnings: list[str] = []
 
     sources: list[dict[str, object]] = []
-    for url in cls.find_urls(text)[:3]:
-        if not fetch_urls:
-            sources.append({"url": url, "ok": False, "error": "fetching disabled"})
+    urls = cls.find_urls(text)[:3]
+    fetch_these = should_fetch(vault, text, urls, fetch_urls)
+    for url in urls:
+        if not fetch_these:
+            reason = "fetching disabled" if fetch_urls is False else "not fetched: capture.fetch_urls is " + \
+                settings(vault)["capture.fetch_urls"]
+            sources.append({"url": url, "ok": False, "skipped": True, "error": reason})
             continue
         from .fetch import fetch
 
@@ -240,7 +246,7 @@ def braindump(vault: Path, text: str, title: str | None = None, kind: str | None
             if not found.actions:
                 reasons.append("deadline found without an explicit action item")
     description = _description(text, title, found.actions)
-    folder = CAPTURE_FOLDER if folder is None else folder
+    folder = settings(vault)["folders.inbox"] if folder is None else folder
     note_text = render_capture(title=title, description=description, kind=kind, scope=chosen_scope, tags=tag_list,
                                created=today.isoformat(), body=text, due=due, deadline=deadline, links=links,
                                actions=[a for a in found.actions if f"- [ ] {a}" not in text], sources=sources)
@@ -263,7 +269,7 @@ def braindump(vault: Path, text: str, title: str | None = None, kind: str | None
     if link_daily and kind != "daily":
         try:
             daily = link_from_daily(vault, rel, title, today)
-        except (OSError, NoteExists) as exc:
+        except (OSError, NoteExists, OutsideVault, UnreadableNote) as exc:
             warnings.append(f"capture saved, but the daily note was not updated: {exc}")
     return CaptureResult(path=rel, title=title, scope=chosen_scope, kind=kind, tags=tag_list, actions=found.actions,
                          due=due, deadline=deadline, daily=daily,
@@ -278,6 +284,18 @@ def _redacted(text: str, into: Redaction) -> str:
     done = redact_report(text)
     into.counts.update(done.counts)
     return done.text
+
+
+def should_fetch(vault: Path, text: str, urls: list[str], explicit: bool | None = None) -> bool:
+    """Whether to fetch the URLs of a capture. A capture that is nothing but one URL asks for the
+    page, so ``url-only`` (the default) fetches it; URLs mentioned in a text are fetched only with
+    ``all`` (or an explicit request): a local memory does not reach the network on its own."""
+    if explicit is not None:
+        return explicit and bool(urls)
+    policy = settings(vault)["capture.fetch_urls"]
+    if policy == "all":
+        return bool(urls)
+    return policy == "url-only" and len(urls) == 1 and text.strip().strip("<>") == urls[0]
 
 
 def result_json(result: CaptureResult) -> str:

@@ -26,13 +26,14 @@ import datetime as _dt
 import json
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import settings
 from ..vault.markdown import plain_text, trim
 from ..vault.notes import parse_note
 from ..vault.redact import redact, redact_report
+from ..vault.safe_io import UnreadableNote, open_regular
 from ..vault.walk import read_note_text
 from ..vault.writer import NoteExists, create_note, unique_note_path
 from . import classify as cls
@@ -237,7 +238,7 @@ def write_learning(vault: Path, cand: Candidate, source: str | None, today: _dt.
     text = render_capture(title=cand.title, description=trim(cand.text, 240), kind="capture", scope="work",
                           tags=tags, created=today.isoformat(), body=body, links=links)
     for _attempt in range(5):
-        rel = unique_note_path(vault, "learnings", cand.title, today)
+        rel = unique_note_path(vault, settings(vault)["folders.learnings"], cand.title, today)
         try:
             create_note(vault, rel, text)
             return rel
@@ -319,13 +320,13 @@ def read_transcript_file(path: str | os.PathLike[str], max_bytes: int = MAX_TRAN
     if p.suffix.lower() not in TRANSCRIPT_SUFFIXES:
         raise TranscriptError(f"not a transcript file (expected {', '.join(TRANSCRIPT_SUFFIXES)})")
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        fd = open_regular(p)  # safe_io: non-blocking, and only a regular file is ever read
+    except UnreadableNote:
+        raise TranscriptError("not a regular file (a FIFO, device or folder is never read)") from None
     except OSError as exc:
         raise TranscriptError(exc.strerror or str(exc)) from None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise TranscriptError("not a regular file (a FIFO, device or folder is never read)")
         if st.st_size > max_bytes:
             raise TranscriptError(f"too large ({st.st_size:,} bytes > {max_bytes:,})")
         begin = max(0, st.st_size - TRANSCRIPT_TAIL_BYTES)

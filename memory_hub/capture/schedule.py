@@ -1,12 +1,18 @@
 """Schedule entries for the background paths: auto-commit every 10 minutes, dream every hour.
 
 ``entries`` renders all three forms (cron, a systemd user timer, launchd agents) so a person can
-read exactly what would run; ``install`` writes one form, idempotently, and only when asked.
+read exactly what would run; ``install`` writes one form, idempotently, and only when asked;
+``uninstall`` removes exactly what ``install`` wrote for that vault. Entries are named per vault
+(a short hash of its path), so two vaults get two schedules. They run the ``memory-hub`` on PATH
+(``launcher.py``), never one clone's virtualenv by default. The programs they drive (``crontab``,
+``systemctl``, ``launchctl``) are looked up on PATH, so tests put stand-ins there.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -14,12 +20,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..launcher import launcher
+
 JOBS = {
     "autocommit": ("autocommit", 10 * 60, "*/10 * * * *", "*:0/10"),
     "dream": ("dream", 60 * 60, "17 * * * *", "*:17"),
 }
 LABEL = "memory-hub"
 CRON_MARK = "# memory-hub"
+KINDS = ("cron", "systemd", "launchd")
 
 
 @dataclass
@@ -29,15 +38,34 @@ class Entry:
     text: str
 
 
+def vault_id(vault: Path) -> str:
+    """A short, stable name for a vault in unit and agent names."""
+    return hashlib.blake2b(str(Path(vault).resolve()).encode(), digest_size=4).hexdigest()
+
+
 def command(vault: Path, job: str) -> list[str]:
-    """The command a scheduler runs: the installed ``memory-hub`` script, else ``python -m``."""
-    exe = shutil.which("memory-hub")
-    base = [exe] if exe else [sys.executable, "-m", "memory_hub.cli"]
-    return base + ["--vault", str(vault), JOBS[job][0]]
+    """The command a scheduler runs."""
+    return [*launcher().argv, "--vault", str(vault), JOBS[job][0]]
 
 
 def _config_home() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+
+
+def systemd_dir() -> Path:
+    return _config_home() / "systemd" / "user"
+
+
+def launchd_dir() -> Path:
+    return Path.home() / "Library" / "LaunchAgents"
+
+
+def _unit(vault: Path, job: str) -> str:
+    return f"{LABEL}-{job}-{vault_id(vault)}"
+
+
+def _label(vault: Path, job: str) -> str:
+    return f"com.{LABEL}.{job}.{vault_id(vault)}"
 
 
 def cron_lines(vault: Path) -> list[str]:
@@ -51,24 +79,28 @@ def cron_lines(vault: Path) -> list[str]:
 def systemd_units(vault: Path) -> dict[str, str]:
     units = {}
     for job, (_, _, _, calendar) in JOBS.items():
-        name = f"{LABEL}-{job}"
+        name = _unit(vault, job)
         cmd = " ".join(shlex.quote(c) for c in command(vault, job))
         units[f"{name}.service"] = (
             f"[Unit]\nDescription=Memory Hub {job} for {vault}\n\n"
             f"[Service]\nType=oneshot\nExecStart={cmd}\nNice=10\n"
         )
         units[f"{name}.timer"] = (
-            f"[Unit]\nDescription=Run Memory Hub {job}\n\n"
+            f"[Unit]\nDescription=Run Memory Hub {job} for {vault}\n\n"
             f"[Timer]\nOnCalendar={calendar}\nPersistent=true\n\n[Install]\nWantedBy=timers.target\n"
         )
     return units
 
 
+def _xml(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def launchd_plists(vault: Path) -> dict[str, str]:
     plists = {}
     for job, (_, interval, _, _) in JOBS.items():
-        label = f"com.{LABEL}.{job}"
-        args = "".join(f"\n      <string>{a}</string>" for a in command(vault, job))
+        label = _label(vault, job)
+        args = "".join(f"\n      <string>{_xml(a)}</string>" for a in command(vault, job))
         plists[f"{label}.plist"] = (
             '<?xml version="1.0" encoding="UTF-8"?>\n'
             '<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">\n'
@@ -84,10 +116,8 @@ def launchd_plists(vault: Path) -> dict[str, str]:
 
 def entries(vault: Path) -> list[Entry]:
     out = [Entry("cron", None, "\n".join(cron_lines(vault)) + "\n")]
-    sd = _config_home() / "systemd" / "user"
-    out += [Entry("systemd", str(sd / name), text) for name, text in systemd_units(vault).items()]
-    la = Path.home() / "Library" / "LaunchAgents"
-    out += [Entry("launchd", str(la / name), text) for name, text in launchd_plists(vault).items()]
+    out += [Entry("systemd", str(systemd_dir() / name), text) for name, text in systemd_units(vault).items()]
+    out += [Entry("launchd", str(launchd_dir() / name), text) for name, text in launchd_plists(vault).items()]
     return out
 
 
@@ -99,22 +129,52 @@ def default_kind() -> str:
     return "cron"
 
 
+def _target(vault: Path, kind: str | None) -> tuple[Path, str]:
+    kind = kind or default_kind()
+    if kind not in KINDS:
+        raise ValueError(f"unknown schedule kind {kind!r}: use cron, systemd or launchd")
+    return Path(vault).resolve(), kind
+
+
+def _split_crontab(vault: Path) -> tuple[str, list[str]]:
+    """The crontab as it is, and its lines that are not this vault's entries."""
+    existing = _crontab()
+    return existing, [ln for ln in existing.splitlines() if not _ours_in_cron(ln, vault)]
+
+
+def _crontab() -> str:
+    proc = subprocess.run(["crontab", "-l"], capture_output=True, text=True)
+    return proc.stdout if proc.returncode == 0 else ""  # "no crontab for user" is an empty one
+
+
+def _set_crontab(text: str) -> None:
+    subprocess.run(["crontab", "-"], input=text, text=True, check=True, capture_output=True)
+
+
+def _ours_in_cron(line: str, vault: Path) -> bool:
+    return CRON_MARK in line and line.rstrip().endswith(f" {vault}")
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as exc:
+        return f"{' '.join(cmd)}: {exc.strerror}"
+    return f"{' '.join(cmd)}: " + ("ok" if proc.returncode == 0 else proc.stderr.strip() or f"exit {proc.returncode}")
+
+
 def install(vault: Path, kind: str | None = None, activate: bool = True) -> list[str]:
     """Install one form of the schedule; returns what was done. Re-running changes nothing."""
-    kind = kind or default_kind()
-    done: list[str] = []
+    vault, kind = _target(vault, kind)
     if kind == "cron":
-        current = subprocess.run(["crontab", "-l"], capture_output=True, text=True)
-        existing = current.stdout if current.returncode == 0 else ""
-        keep = [ln for ln in existing.splitlines() if not (CRON_MARK in ln and str(vault) in ln)]
+        existing, keep = _split_crontab(vault)
         new = "\n".join(keep + cron_lines(vault)) + "\n"
-        if new != existing:
-            subprocess.run(["crontab", "-"], input=new, text=True, check=True)
-            done.append("crontab updated")
-        return done or ["crontab already up to date"]
+        if new == existing:
+            return ["crontab already up to date"]
+        _set_crontab(new)
+        return ["crontab updated"]
+    done: list[str] = []
     wanted = [e for e in entries(vault) if e.kind == kind]
-    if not wanted:
-        raise ValueError(f"unknown schedule kind {kind!r}: use cron, systemd or launchd")
     for entry in wanted:
         assert entry.path is not None
         path = Path(entry.path)
@@ -125,13 +185,56 @@ def install(vault: Path, kind: str | None = None, activate: bool = True) -> list
         tmp.write_text(entry.text, encoding="utf-8")
         tmp.replace(path)
         done.append(f"wrote {path}")
-    if activate and kind == "systemd":
-        for cmd in (["systemctl", "--user", "daemon-reload"],
-                    ["systemctl", "--user", "enable", "--now", f"{LABEL}-autocommit.timer", f"{LABEL}-dream.timer"]):
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            done.append(f"{' '.join(cmd)}: " + ("ok" if proc.returncode == 0 else proc.stderr.strip()))
-    if activate and kind == "launchd":
-        for entry in wanted:
-            proc = subprocess.run(["launchctl", "load", "-w", str(entry.path)], capture_output=True, text=True)
-            done.append(f"launchctl load {entry.path}: " + ("ok" if proc.returncode == 0 else proc.stderr.strip()))
+    if activate and kind == "systemd" and done:
+        timers = [f"{_unit(vault, job)}.timer" for job in JOBS]
+        done.append(_run(["systemctl", "--user", "daemon-reload"]))
+        done.append(_run(["systemctl", "--user", "enable", "--now", *timers]))
+    if activate and kind == "launchd" and done:
+        done += [_run(["launchctl", "load", "-w", str(e.path)]) for e in wanted]
     return done or [f"{kind} entries already up to date"]
+
+
+def uninstall(vault: Path, kind: str | None = None, activate: bool = True) -> list[str]:
+    """Remove what ``install`` added for this vault (one form), and nothing else."""
+    vault, kind = _target(vault, kind)
+    if kind == "cron":
+        existing, keep = _split_crontab(vault)
+        if len(keep) == len(existing.splitlines()):
+            return ["no crontab entries for this vault"]
+        _set_crontab("\n".join(keep) + "\n" if keep else "")
+        return [f"crontab: removed {len(existing.splitlines()) - len(keep)} lines"]
+    found = [Path(e.path) for e in entries(vault) if e.kind == kind and e.path and Path(e.path).exists()]
+    if not found:
+        return [f"no {kind} entries for this vault"]
+    done: list[str] = []
+    if activate and kind == "systemd":
+        timers = [p.name for p in found if p.suffix == ".timer"]
+        if timers:
+            done.append(_run(["systemctl", "--user", "disable", "--now", *timers]))
+    if activate and kind == "launchd":
+        done += [_run(["launchctl", "unload", "-w", str(p)]) for p in found]
+    for p in found:
+        p.unlink()
+        done.append(f"removed {p}")
+    if activate and kind == "systemd":
+        done.append(_run(["systemctl", "--user", "daemon-reload"]))
+    return done
+
+
+def installed_commands(vault: Path) -> list[tuple[str, str]]:
+    """(where, command line) of every installed schedule entry for this vault (for ``doctor``)."""
+    vault = Path(vault).resolve()
+    out: list[tuple[str, str]] = []
+    if shutil.which("crontab"):
+        for line in _crontab().splitlines():
+            if _ours_in_cron(line, vault):
+                out.append(("crontab", line.split(" ", 5)[5].split(" >/dev/null")[0]))
+    for e in entries(vault):
+        if e.kind != "cron" and e.path and Path(e.path).is_file() and e.path.endswith((".service", ".plist")):
+            text = Path(e.path).read_text(encoding="utf-8", errors="replace")
+            if e.kind == "systemd":
+                cmd = next((ln.split("=", 1)[1] for ln in text.splitlines() if ln.startswith("ExecStart=")), "")
+            else:
+                cmd = " ".join(shlex.quote(a) for a in re.findall(r"<string>(.*?)</string>", text.split("<array>")[-1]))
+            out.append((e.path, cmd))
+    return out

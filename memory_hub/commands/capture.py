@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections.abc import Callable
 
-from ..cli import CliError, _print_json, _vault
+from .shell import CliError, print_json, vault_path
 
 
 def cmd_braindump(args: argparse.Namespace) -> int:
     from ..capture import CaptureError, braindump
 
-    vault = _vault(args)
+    vault = vault_path(args)
     text = sys.stdin.read() if args.text == "-" else args.text
     try:
         result = braindump(vault, text, title=args.title, kind=args.kind, tags=args.tag, links=args.link,
-                           scope=args.scope, fetch_urls=not args.no_fetch)
+                           scope=args.scope, fetch_urls=args.fetch)
     except CaptureError as exc:
         raise CliError(str(exc)) from None
     if args.json:
-        _print_json(result.as_dict())
+        print_json(result.as_dict())
         return 0
     print(f"captured {result.path} (scope {result.scope}{', due ' + result.due if result.due else ''}"
           f"{', deadline ' + result.deadline if result.deadline else ''})")
@@ -38,12 +39,12 @@ def cmd_braindump(args: argparse.Namespace) -> int:
 def cmd_lookahead(args: argparse.Namespace) -> int:
     from ..capture.lookahead import iter_notes, lint, lookahead
 
-    vault = _vault(args)
+    vault = vault_path(args)
     notes = iter_notes(vault)
     if args.lint:
         found = lint(vault, notes=notes, include_past=args.all)
         if args.json:
-            _print_json({"unstructured_deadlines": [f.as_dict() for f in found]})
+            print_json({"unstructured_deadlines": [f.as_dict() for f in found]})
         elif not found:
             print("no deadline sits only in prose")
         else:
@@ -54,7 +55,7 @@ def cmd_lookahead(args: argparse.Namespace) -> int:
         return 1 if found and args.strict else 0
     items = lookahead(vault, days=args.days, notes=notes)
     if args.json:
-        _print_json({"days": args.days, "items": [i.as_dict() for i in items]})
+        print_json({"days": args.days, "items": [i.as_dict() for i in items]})
         return 0
     if not items:
         print(f"nothing due in the next {args.days} day(s)")
@@ -70,7 +71,7 @@ def cmd_learnings(args: argparse.Namespace) -> int:
     from ..capture.learnings import TranscriptError, learnings_from_text, learnings_from_transcript
     from ..vault.walk import OutsideVault, UnreadableNote
 
-    vault = _vault(args)
+    vault = vault_path(args)
     try:
         if args.source == "-":
             report = learnings_from_text(vault, sys.stdin.read(), dry_run=args.dry_run)
@@ -79,7 +80,7 @@ def cmd_learnings(args: argparse.Namespace) -> int:
     except (OutsideVault, UnreadableNote, TranscriptError, FileNotFoundError) as exc:
         raise CliError(f"cannot read transcript {args.source}: {exc}") from None
     if args.json:
-        _print_json(report.as_dict())
+        print_json(report.as_dict())
         return 0
     print(f"judge: {report.judge}; {len(report.candidates)} candidate(s), {len(report.written)} written")
     for c in report.candidates:
@@ -94,13 +95,13 @@ def cmd_learnings(args: argparse.Namespace) -> int:
 def cmd_autocommit(args: argparse.Namespace) -> int:
     from ..capture.autocommit import AutocommitError, autocommit
 
-    vault = _vault(args)
+    vault = vault_path(args)
     try:
         report = autocommit(vault, message=args.message)
     except AutocommitError as exc:
         raise CliError(str(exc)) from None
     if args.json:
-        _print_json(report.as_dict())
+        print_json(report.as_dict())
         return 0
     for note in report.notes:
         print(f"note: {note}")
@@ -117,27 +118,33 @@ def cmd_autocommit(args: argparse.Namespace) -> int:
 
 def cmd_schedule(args: argparse.Namespace) -> int:
     from ..capture import schedule
+    from ..launcher import launcher
 
-    vault = _vault(args)
-    if args.install:
+    vault = vault_path(args)
+    if args.install or args.uninstall:
+        kind = args.kind or schedule.default_kind()
         try:
-            done = schedule.install(vault, kind=args.kind)
-        except (ValueError, OSError) as exc:
-            raise CliError(f"could not install the schedule: {exc}") from None
+            done = (schedule.uninstall if args.uninstall else schedule.install)(vault, kind=kind)
+        except (ValueError, OSError, subprocess.CalledProcessError) as exc:
+            detail = getattr(exc, "stderr", None) or exc
+            raise CliError(f"could not {'uninstall' if args.uninstall else 'install'} the schedule: {detail}") from None
+        warnings = [] if args.uninstall or not launcher().warning else [launcher().warning]
         if args.json:
-            _print_json({"installed": args.kind or schedule.default_kind(), "done": done})
+            print_json({"uninstalled" if args.uninstall else "installed": kind, "done": done, "warnings": warnings})
         else:
             print("\n".join(done))
+            for w in warnings:
+                print(f"warning: {w}", file=sys.stderr)
         return 0
     entries = [e for e in schedule.entries(vault) if not args.kind or e.kind == args.kind]
     if args.json:
-        _print_json([e.__dict__ for e in entries])
+        print_json([e.__dict__ for e in entries])
         return 0
     for e in entries:
         print(f"# {e.kind}" + (f": {e.path}" if e.path else ": add with `crontab -e`"))
         print(e.text)
     print(f"# install one with: memory-hub --vault {vault} schedule --install [--kind cron|systemd|launchd]"
-          f" (default here: {schedule.default_kind()})")
+          f" (default here: {schedule.default_kind()}); remove it with --uninstall")
     return 0
 
 
@@ -149,7 +156,11 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--scope", choices=["personal", "work", "project"], help="override the classified scope")
     p.add_argument("--tag", action="append", help="extra tag (repeatable)")
     p.add_argument("--link", action="append", help="note to link from the capture (repeatable)")
-    p.add_argument("--no-fetch", action="store_true", help="do not fetch URLs found in the text")
+    fetch = p.add_mutually_exclusive_group()
+    fetch.add_argument("--fetch", dest="fetch", action="store_true", default=None,
+                       help="fetch every URL in the text (default: capture.fetch_urls — only a capture that is "
+                            "just a URL is fetched)")
+    fetch.add_argument("--no-fetch", dest="fetch", action="store_false", help="fetch nothing")
 
     p = add("lookahead", cmd_lookahead, "what is due or overdue, from the due/deadline fields")
     p.add_argument("--days", type=int, default=7, help="look this many days ahead (default 7)")
@@ -166,5 +177,7 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("-m", "--message", help="commit message (default: names what changed)")
 
     p = add("schedule", cmd_schedule, "print (or install) cron/systemd/launchd entries for autocommit and dream")
-    p.add_argument("--install", action="store_true", help="install the entries instead of printing them")
+    action = p.add_mutually_exclusive_group()
+    action.add_argument("--install", action="store_true", help="install the entries instead of printing them")
+    action.add_argument("--uninstall", action="store_true", help="remove the entries --install added for this vault")
     p.add_argument("--kind", choices=["cron", "systemd", "launchd"])

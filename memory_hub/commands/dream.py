@@ -6,14 +6,14 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from ..cli import CliError, _print_json, _vault
+from .shell import CliError, print_json, vault_path
 
 
 def cmd_reject(args: argparse.Namespace) -> int:
     from ..dream.rejected import RejectError, commit_rejections, reject
     from ..vault.git import GitError
 
-    vault = _vault(args)
+    vault = vault_path(args)
     out = []
     try:
         for ref in args.reject:
@@ -23,7 +23,7 @@ def cmd_reject(args: argparse.Namespace) -> int:
     except (RejectError, GitError, OSError) as exc:
         raise CliError(str(exc)) from None
     if args.json:
-        _print_json({"rejected": out, "commit": commit})
+        print_json({"rejected": out, "commit": commit})
         return 0
     for item in out:
         state = "remembered" if item["new"] else "already remembered"
@@ -42,14 +42,14 @@ def cmd_dream(args: argparse.Namespace) -> int:
 
     if args.reject:
         return cmd_reject(args)
-    vault = _vault(args)
+    vault = vault_path(args)
     try:
         report = run_dream(vault, dry_run=args.dry_run, backend=args.vectors, split=args.split,
                            use_llm=False if args.no_llm else None, max_links=args.max_links)
     except DreamError as exc:
         raise CliError(str(exc)) from None
     if args.json:
-        _print_json(report.as_dict())
+        print_json(report.as_dict())
         return 0
     print(report.summary())
     for item in report.recovered:
@@ -66,7 +66,7 @@ def cmd_dream(args: argparse.Namespace) -> int:
         print(f"  not touched ({kind.replace('_', ' ')}): {shown}")
     for step in report.steps:
         for action in step.actions:
-            print(f"  {step.name}: {action}")
+            print(f"  {step.name}: {planned(action) if args.dry_run else action}")
         if step.name == "atomicity" and not step.actions:
             for p in step.proposals:
                 print(f"  atomicity: proposed split of {p['path']} (cohesion {p['cohesion']}) before {p['split_before']!r}")
@@ -77,6 +77,20 @@ def cmd_dream(args: argparse.Namespace) -> int:
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return 0
+
+
+_PAST = {"removed": "would remove", "merged": "would merge", "folded": "would fold", "split": "would split",
+         "new note": "would create the note", "cited": "would cite"}
+
+
+def planned(action: str) -> str:
+    """A dry run's action in the conditional: the library reports what a real pass does ("merged …")."""
+    for past, would in _PAST.items():
+        if action.startswith(past + " "):
+            return would + action[len(past):]
+        if f": {past} " in action:
+            return action.replace(f": {past} ", f": {would} ", 1)
+    return f"would link {action}" if " → " in action else f"would: {action}"
 
 
 def register(add: Callable[..., argparse.ArgumentParser]) -> None:

@@ -1,29 +1,17 @@
-"""CLI: ``hook``, ``install-hooks``, ``recall`` and ``stats`` (recall on every prompt, issue 5)."""
+"""CLI: ``hook``, ``install-hooks``, ``recall`` and ``stats`` (recall on every prompt, docs/hooks.md)."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-
-def _print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, ensure_ascii=False, indent=2)
-    sys.stdout.write("\n")
-
-
-def _vault(args: argparse.Namespace) -> Path:
-    from ..cli import CliError
-    from ..config import ConfigError, resolve_vault
-
-    try:
-        return resolve_vault(args.vault)
-    except ConfigError as exc:
-        raise CliError(str(exc)) from None
+from .. import config
+from .search import ask_server
+from .shell import CliError, budget, print_json, settings_of, vault_path, warn
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
@@ -37,49 +25,88 @@ def cmd_hook(args: argparse.Namespace) -> int:
     return run("claude-code", args.vault)
 
 
-def cmd_install_hooks(args: argparse.Namespace) -> int:
-    from ..cli import CliError
-    from ..hooks.install import InstallError, install
-
-    vault = Path(args.vault).expanduser().resolve() if args.vault else None
-    project = Path(args.project).expanduser().resolve() if args.project else None
-    if project is not None and not project.is_dir():
+def _project(args: argparse.Namespace) -> Path | None:
+    if args.local and not args.project:
+        return Path.cwd()
+    if not args.project:
+        return None
+    project = Path(args.project).expanduser().resolve()
+    if not project.is_dir():
         raise CliError(f"project folder not found: {project}")
+    return project
+
+
+def cmd_install_hooks(args: argparse.Namespace) -> int:
+    from ..hooks.install import InstallError, install, uninstall
+
+    project = _project(args)
     try:
-        out = install(args.agent, project=project, vault=vault)
+        if args.uninstall:
+            out = uninstall(args.agent, project=project, local=args.local)
+        else:
+            vault, source = config.vault_choice(args.vault)
+            pin = vault if vault.is_dir() and not args.unpinned else None
+            if pin is None and not args.unpinned:
+                out_warning = (f"no vault at {vault} (chosen by {source}), so the hooks pin none: each run looks "
+                               "for $MEMORY_HUB_VAULT, the user settings or the default vault, and does nothing "
+                               "(saying so on stderr) when there is none. Create the vault (`memory-hub init`) "
+                               "and install again to pin it.")
+            else:
+                out_warning = None
+            out = install(args.agent, project=project, vault=pin, local=args.local)
+            if out_warning:
+                out["warnings"].insert(0, out_warning)
     except InstallError as exc:
         raise CliError(str(exc)) from None
     if args.json:
-        _print_json(out)
-    else:
-        state = "updated" if out["changed"] else "already up to date"
-        print(f"{args.agent} hooks {state}: {out['path']} ({', '.join(out['events'])})")
-        if out.get("note"):
-            print(f"note: {out['note']}")
+        print_json(out)
+        return 0
+    if args.uninstall:
+        print(f"{args.agent} hooks: removed {out['removed']} from {out['path']}"
+              + (" (the file held nothing else and was deleted)" if out["deleted_file"] else "")
+              if out["changed"] else f"{args.agent} hooks: none installed in {out['path']}")
+        return 0
+    state = "updated" if out["changed"] else "already up to date"
+    print(f"{args.agent} hooks {state}: {out['path']} ({', '.join(out['events'])})")
+    print(f"  command: {out['command']}")
+    print(f"  vault:   {out['vault'] or '(not pinned: resolved each time a hook runs)'}")
+    for w in out["warnings"]:
+        warn(w)
+    if out.get("note"):
+        print(f"note: {out['note']}")
     return 0
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from ..hooks.prompt import answer
-    from ..retrieval.recall import Recaller
-
-    vault = _vault(args)
+    vault = vault_path(args)
+    if args.budget is None:
+        args.budget = settings_of(args)["hooks.budget"]
     t0 = time.perf_counter()
-    recaller = Recaller(vault, hybrid=not args.no_fuse)
-    out = answer(recaller, args.prompt, args.session, served_by="cli", budget=args.budget)
+    out = None
+    if not args.no_fuse and not args.in_process:
+        reply = ask_server(vault, {"op": "recall", "prompt": args.prompt, "session_id": args.session,
+                                   "budget": args.budget})
+        out = reply if reply and reply.get("ok") else None
+    if out is None:
+        from ..hooks.prompt import answer
+        from ..retrieval.recall import Recaller
+
+        out = answer(Recaller(vault, hybrid=not args.no_fuse), args.prompt, args.session, served_by="cli",
+                     budget=args.budget)
     event = out["telemetry"]
     if args.json:
-        _print_json({"block": out["block"], "injected": out["injected"], "mode": event.get("mode"),
-                     "mode_chosen": event.get("mode_chosen"), "confidence": event.get("confidence"),
-                     "tokens": event.get("tokens"), "skipped": event.get("skipped"),
-                     "fallback": event.get("fallback"), "ms": round((time.perf_counter() - t0) * 1000, 1)})
+        print_json({"block": out["block"], "injected": out["injected"], "mode": event.get("mode"),
+                    "mode_chosen": event.get("mode_chosen"), "confidence": event.get("confidence"),
+                    "tokens": event.get("tokens"), "skipped": event.get("skipped"),
+                    "fallback": event.get("fallback"), "served_by": event.get("served_by"),
+                    "ms": round((time.perf_counter() - t0) * 1000, 1)})
         return 0
     if out["block"]:
         print(out["block"])
     else:
         print(f"(no block: {event.get('skipped') or 'nothing relevant'})")
     print(f"mode={event.get('mode')} (chosen {event.get('mode_chosen')}), confidence={event.get('confidence')}, "
-          f"{event.get('tokens')} tokens, {event.get('candidates')} candidates"
+          f"{event.get('tokens')} tokens, {event.get('candidates')} candidates, served by {event.get('served_by')}"
           + (f", fallback: {event['fallback']}" if event.get("fallback") else ""), file=sys.stderr)
     return 0
 
@@ -87,13 +114,14 @@ def cmd_recall(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     from ..eval.telemetry import summarize
 
-    vault = _vault(args)
+    vault = vault_path(args)
     since = time.time() - args.days * 86400 if args.days else None
     data = summarize(vault, since)
+    data["usage"] = _usage(vault)
     if args.json:
-        _print_json(data)
+        print_json(data)
         return 0
-    if not data["recalls"]:
+    if not data["recalls"] and not data["usage"]["top"]:
         print("no recalls recorded yet (they are logged when hooks or `memory-hub recall` run)")
         return 0
 
@@ -112,22 +140,44 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print("most injected:")
         for path, n in data["top_injected"]:
             print(f"  {n:4}  {path}")
+    if data["usage"]["top"]:
+        print("most used (judged useful, read):")
+        for item in data["usage"]["top"]:
+            print(f"  {item['useful']:4} {item['reads']:5}  {item['path']}")
     return 0
+
+
+def _usage(vault: Path) -> dict[str, Any]:
+    """Usage counts beside the telemetry: the index's usage API, the one every reader uses."""
+    from ..index import usage
+    from ..index.store import Store
+
+    store = Store(vault)
+    usage.fold(store, vault, wait=False)
+    return {**usage.summary(store, vault), "top": [{"path": p, **u.as_dict()} for p, u in usage.top(store)]}
 
 
 def register(add: Any) -> None:
     p = add("hook", cmd_hook, "run as an agent hook: reads the event JSON on stdin (always exits 0)")
     p.add_argument("agent", choices=["claude-code", "codex"])
 
-    p = add("install-hooks", cmd_install_hooks, "write an agent's hook settings (idempotent, keeps other hooks)")
+    p = add("install-hooks", cmd_install_hooks,
+            "write (or --uninstall) an agent's hook settings; idempotent, other hooks are kept")
     p.add_argument("agent", choices=["claude-code", "codex"])
     p.add_argument("--project", help="project folder (default: the user-level settings in your home folder)")
+    p.add_argument("--local", action="store_true",
+                   help="Claude Code's .claude/settings.local.json of the project (default: this folder), "
+                        "which is not committed: the place for a person's absolute paths")
+    p.add_argument("--uninstall", action="store_true", help="remove Memory Hub's hooks from that file, nothing else")
+    p.add_argument("--unpinned", action="store_true",
+                   help="do not pin the vault: hooks resolve it each run ($MEMORY_HUB_VAULT, settings, default)")
 
     p = add("recall", cmd_recall, "show the <vault-memory> block recall would inject for a prompt")
     p.add_argument("prompt")
     p.add_argument("--session", help="session id: notes already shown in it are not repeated")
-    p.add_argument("--budget", type=int, default=1200, help="token budget of the block (default 1200)")
+    p.add_argument("--budget", type=budget, default=None, help="token budget of the block (default: hooks.budget, 1200)")
     p.add_argument("--no-fuse", action="store_true", help="recall's own ranking only, without the hybrid search")
+    p.add_argument("--in-process", action="store_true", help="recall in this process even when a server runs")
 
     p = add("stats", cmd_stats, "summarise recall telemetry: paths served, modes, latency, fallbacks")
     p.add_argument("--days", type=float, help="only the last N days")

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ..cli import CliError, _print_json, _vault
+from .shell import CliError, print_json, search_mode, vault_path
 
 
 def update_vectors(vault: Path, as_json: bool = False, embedder: str | None = None) -> tuple[int, dict]:
@@ -44,11 +44,11 @@ def update_vectors(vault: Path, as_json: bool = False, embedder: str | None = No
 def cmd_vectors(args: argparse.Namespace) -> int:
     from ..retrieval.searcher import Searcher
 
-    vault = _vault(args)
+    vault = vault_path(args)
     if args.coverage:
         coverage = Searcher(vault, embedder=args.embedder).coverage()
         if args.json:
-            _print_json(coverage.as_dict())
+            print_json(coverage.as_dict())
         else:
             print(coverage.summary())
             for label, paths in (("stale", coverage.stale), ("missing", coverage.missing),
@@ -58,7 +58,7 @@ def cmd_vectors(args: argparse.Namespace) -> int:
         return 0 if coverage.ok else 1
     code, data = update_vectors(vault, args.json, args.embedder)
     if args.json:
-        _print_json(data)
+        print_json(data)
     return code
 
 
@@ -67,7 +67,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..retrieval.search import QueryError
     from ..retrieval.searcher import Searcher
 
-    vault = _vault(args)
+    vault = vault_path(args)
     try:
         cases, k, threshold = load_cases(Path(args.cases))
     except GoldenError as exc:
@@ -88,7 +88,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         data = report.as_dict()
         data["warnings"] = sorted(warnings)
-        _print_json(data)
+        print_json(data)
         return 0 if report.ok else 1
     for warning in sorted(warnings):
         print(f"warning: {warning}", file=sys.stderr)
@@ -106,12 +106,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def register(add: Callable[..., argparse.ArgumentParser]) -> None:
-    from ..retrieval.search import MODES
-
     p = add("eval", cmd_eval, "run golden queries (a cases YAML file) against the vault; exit 1 below the threshold")
     p.add_argument("cases", help="YAML file with k and cases: [{query, expect: [paths]}]")
     p.add_argument("-k", type=int, default=None, help="top k that counts as found (default: the file's k, else 5)")
-    p.add_argument("--mode", choices=MODES, default=None, help="search mode (default: the searcher's default)")
+    p.add_argument("--mode", type=search_mode, default=None, help="search mode (default: the searcher's default)")
     p.add_argument("--embedder", default=None, help="embedder spec (default: auto)")
     p.add_argument("--reranker", default=None, help="reranker spec (default: $MEMORY_HUB_RERANKER or none)")
 

@@ -6,23 +6,13 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from .. import config
-
-
-def _vault(args: argparse.Namespace):  # noqa: ANN202 - pathlib.Path
-    from ..cli import CliError
-
-    try:
-        return config.resolve_vault(args.vault)
-    except config.ConfigError as exc:
-        raise CliError(str(exc)) from None
+from .shell import CliError, print_json, vault_path, warn
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ..cli import CliError
     from ..server.run import GuardError, PortInUse, serve
 
-    vault = _vault(args)
+    vault = vault_path(args)
     try:
         serve(vault, args.transport, args.host, args.port, allowed_hosts=args.allow_host or [],
               watch=not args.no_watch, rescan_every=args.rescan or None, warm=not args.no_warm,
@@ -37,10 +27,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_sync(args: argparse.Namespace) -> int:
     """The seeds' sync_vault: notes, links and (when the vault has vectors) chunk vectors, then exit."""
-    from ..cli import _print_json
     from ..index.sync import SyncInterrupted, sync
 
-    vault = _vault(args)
+    vault = vault_path(args)
     try:
         report = sync(vault, progress=False if args.json else None)
     except SyncInterrupted as exc:
@@ -48,9 +37,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
         return 130
     vectors = None if args.lexical_only else _sync_vectors(vault, args.json)
     if args.json:
-        _print_json({**report.as_dict(), "vectors": vectors})
+        print_json({**report.as_dict(), "vectors": vectors})
     else:
-        print(f"synced {vault}: {report.summary()}" + (f"; vectors: {vectors}" if vectors else ""))
+        print(f"synced {vault}: {report.summary()}")
+        if vectors:
+            print(vectors)
     return 0
 
 
@@ -64,11 +55,11 @@ def _sync_vectors(vault, quiet: bool) -> str | None:  # noqa: ANN001 - pathlib.P
     searcher = Searcher(vault)
     try:
         if not has_vectors(searcher.store):
-            return "none (run `memory-hub index` to embed the vault)"
+            return "vectors: none yet (run `memory-hub index` to embed the vault)"
         report = searcher.sync_vectors(progress=False if quiet else None)
     except Exception as exc:  # noqa: BLE001 - lexical sync already landed; say what failed
         print(f"warning: vectors not updated: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return f"failed: {exc}"
+        return f"vectors: not updated ({type(exc).__name__}: {exc})"
     finally:
         searcher.close()
     summary = getattr(report, "summary", None)
@@ -76,19 +67,31 @@ def _sync_vectors(vault, quiet: bool) -> str | None:  # noqa: ANN001 - pathlib.P
 
 
 def cmd_install_git_hook(args: argparse.Namespace) -> int:
-    from ..cli import CliError, _print_json
-    from ..server.githook import install_post_commit_hook
+    from ..launcher import launcher
+    from ..server.githook import install_post_commit_hook, uninstall_post_commit_hook
     from ..vault.git import GitError
 
-    vault = _vault(args)
+    vault = vault_path(args)
+    run = launcher()
     try:
-        outcome, path = install_post_commit_hook(vault)
+        if args.uninstall:
+            outcome, path = uninstall_post_commit_hook(vault)
+        else:
+            outcome, path = install_post_commit_hook(vault, list(run.argv))
     except GitError as exc:
         raise CliError(str(exc)) from None
+    warnings = [run.warning] if run.warning and not args.uninstall else []
     if args.json:
-        _print_json({"outcome": outcome, "hook": str(path)})
-    else:
-        print(f"{outcome}: {path} runs `memory-hub sync` after every commit")
+        print_json({"outcome": outcome, "hook": str(path), "warnings": warnings})
+        return 0
+    if args.uninstall:
+        print({"removed": f"removed Memory Hub's lines from {path}; the rest of the hook is kept",
+               "deleted": f"removed {path} (it held only Memory Hub's lines)",
+               "absent": f"no Memory Hub lines in {path}; nothing to remove"}[outcome])
+        return 0
+    print(f"{outcome}: {path} runs `{run.command('sync')}` after every commit")
+    for w in warnings:
+        warn(w)
     return 0
 
 
@@ -111,6 +114,7 @@ def register(add: Callable[..., argparse.ArgumentParser]) -> None:
     p = add("sync", cmd_sync, "bring every index (lexical, links, vectors) up to date with the vault and exit")
     p.add_argument("--lexical-only", action="store_true", help="skip the vector update (fast; for hooks)")
 
-    add("install-git-hook", cmd_install_git_hook,
-        "run `memory-hub sync` in the background after every commit to the vault (idempotent)")
+    p = add("install-git-hook", cmd_install_git_hook,
+            "run `memory-hub sync` in the background after every commit to the vault (idempotent)")
+    p.add_argument("--uninstall", action="store_true", help="remove Memory Hub's lines from the hook, nothing else")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..vault.git import GitError
 from ..vault.journal import Change, JournalConflict, commit_atomically
 from ..vault.markdown import mask_code
-from ..vault.walk import OutsideVault, safe_path
+from ..vault.safe_io import OutsideVault, UnreadableNote, read_bytes_and_stat, safe_path
 
 
 @dataclass
@@ -57,14 +57,16 @@ def _change(vault: Path, edit: Edit) -> Change | None:
         if os.path.lexists(full):
             raise StepChanged(f"{edit.path}: a file appeared there meanwhile")
         return Change(edit.path, None, (edit.text or "").encode("utf-8"))
-    if not full.is_file():
+    try:
+        before, st = read_bytes_and_stat(vault, edit.path)  # safe_io: no FIFO, nothing outside, bytes and stat of one open
+    except FileNotFoundError:
         if edit.text is None:
             return None  # already gone
-        raise StepChanged(f"{edit.path}: removed meanwhile")
-    st = full.stat()
+        raise StepChanged(f"{edit.path}: removed meanwhile") from None
+    except (OSError, UnreadableNote) as exc:
+        raise StepChanged(f"{edit.path}: {exc}") from None
     if edit.expected_mtime_ns is not None and st.st_mtime_ns != edit.expected_mtime_ns:
         raise StepChanged(f"{edit.path}: changed on disk meanwhile")
-    before = full.read_bytes()
     after = None if edit.text is None else edit.text.encode("utf-8")
     if after == before:
         return None

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from ..vault.safe_io import is_file
+
 DEFAULT_K = 5
 DEFAULT_THRESHOLD = 0.8
 
@@ -149,7 +151,7 @@ def run_eval(vault: Path, cases: list[Case], search: SearchFn, k: int = DEFAULT_
     results = []
     for case in cases:
         case_k = case.k or k
-        present = [e for e in case.expect if (vault / e).is_file()]
+        present = [e for e in case.expect if is_file(vault, e)]  # inside the vault only (safe_io)
         missing = [e for e in case.expect if e not in present]
         if not present:
             results.append(CaseResult(case.query, case.expect, case_k, "skip", missing=missing))

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..index.store import Store
+from ..index.sync import skipped_as_seen
 from ..vault.walk import OutsideVault, UnreadableNote, content_hash, read_note_bytes, walk
 
 
@@ -14,13 +15,17 @@ def pending_changes(store: Store) -> int:
     """Files whose mtime/size differ from the index, plus indexed files that are gone (a stat walk).
 
     A note stored with mtime 0 was indexed while it was still "racy" (modified within the mtime
-    tick, see sync.py); its stat proves nothing, so its content hash decides.
+    tick, see sync.py); its stat proves nothing, so its content hash decides. A file the last sync
+    skipped with a recorded problem (binary, too large, not UTF-8) is pending only once it changes.
     """
     known = {r[0]: (r[1], r[2], r[3]) for r in store.conn.execute("SELECT path, mtime_ns, size, hash FROM notes")}
+    skipped = skipped_as_seen(store.conn)  # skipped with a recorded problem, unchanged since
     pending = 0
     seen = set()
     for st in walk(store.vault):
         seen.add(st.path)
+        if skipped.get(st.path) == (st.mtime_ns, st.size):
+            continue
         old = known.get(st.path)
         if old is None or old[1] != st.size:
             pending += 1
@@ -38,8 +43,24 @@ def _same_content(vault: Path, rel: str, digest: str) -> bool:
         return False
 
 
-def status(vault: Path) -> dict[str, Any]:
-    """Counts, freshness and problems of a vault's index, as plain data."""
+def vector_coverage(vault: Path, store: Store | None = None) -> dict[str, Any] | None:
+    """How many notes have fresh vectors (``Coverage.as_dict``); None when the vault was never embedded.
+
+    Loads the embedder (the vector table is named by it), so it costs about a second."""
+    from ..retrieval.search import has_vectors
+    from ..retrieval.searcher import Searcher
+
+    store = store or Store(vault)
+    if not has_vectors(store):
+        return None
+    try:
+        return Searcher(vault, store=store).coverage().as_dict()
+    except Exception as exc:  # noqa: BLE001 - a broken model must not hide the rest of the status
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def status(vault: Path, vectors: bool = False) -> dict[str, Any]:
+    """Counts, freshness and problems of a vault's index, as plain data (with ``vectors``: coverage too)."""
     store = Store(vault)
     conn = store.conn
     kinds = {r[0]: r[1] for r in conn.execute("SELECT kind, count(*) FROM notes GROUP BY kind ORDER BY kind")}
@@ -57,4 +78,14 @@ def status(vault: Path) -> dict[str, Any]:
         "last_sync": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(last))) if last else None,
         "pending_changes": pending_changes(store),
         "problems": [f"{r[0]}: {r[1]}" for r in conn.execute("SELECT path, problem FROM problems ORDER BY path")],
+        "usage": _usage(store, vault),
+        **({"vectors": vector_coverage(vault, store)} if vectors else {}),
     }
+
+
+def _usage(store: Store, vault: Path) -> dict[str, Any]:
+    """Usage logs folded so far, and this clone's events not yet published to git."""
+    from ..index import usage
+
+    usage.fold(store, vault, wait=False)
+    return usage.summary(store, vault)

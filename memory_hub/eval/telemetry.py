@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..config import index_dir
+from ..config import index_dir, state_home
 
 FILENAME = "recall.jsonl"
 MAX_BYTES = 5 * 1024 * 1024  # rotate to recall.1.jsonl beyond this
+NO_VAULT = "no-vault.jsonl"
 
 
 def folder(vault: Path) -> Path:
@@ -29,8 +30,20 @@ def folder(vault: Path) -> Path:
 
 def record(vault: Path, event: dict[str, Any], name: str = FILENAME) -> None:
     """Append one event (``ts`` added when missing). Never raises: telemetry must not break a hook."""
+    _append(folder(vault) / name, event)
+
+
+def record_without_vault(event: dict[str, Any]) -> None:
+    """A hook that found no vault has none to log into: a per-user log (``doctor`` reads it)."""
+    _append(state_home() / "telemetry" / NO_VAULT, event)
+
+
+def events_without_vault() -> Iterator[dict[str, Any]]:
+    yield from _read([state_home() / "telemetry" / NO_VAULT])
+
+
+def _append(target: Path, event: dict[str, Any]) -> None:
     try:
-        target = folder(vault) / name
         target.parent.mkdir(parents=True, exist_ok=True)
         data = {"ts": round(time.time(), 3), **event}
         line = json.dumps(data, ensure_ascii=False, default=str) + "\n"
@@ -49,7 +62,11 @@ def record(vault: Path, event: dict[str, Any], name: str = FILENAME) -> None:
 def events(vault: Path, name: str = FILENAME) -> Iterator[dict[str, Any]]:
     """Recorded events, oldest first (rotated file included); broken lines are skipped."""
     base = folder(vault)
-    for path in (base / (Path(name).stem + ".1.jsonl"), base / name):
+    yield from _read([base / (Path(name).stem + ".1.jsonl"), base / name])
+
+
+def _read(paths: list[Path]) -> Iterator[dict[str, Any]]:
+    for path in paths:
         if not path.exists():
             continue
         with open(path, encoding="utf-8", errors="replace") as fh:

@@ -6,7 +6,8 @@ Appearing in the block does not count, so only the assistant's own words and too
 evidence. With a local OpenAI-compatible endpoint configured (``MEMORY_HUB_LLM_URL``, see
 ``capture/llm.py``) a model is asked for JSON at temperature 0; without one, or when it fails, a
 deterministic heuristic decides. Either way verdicts are checked against the injected set: a path
-the judge invents is dropped, never written. Notes that pass get ``useful_count`` raised.
+the judge invents is dropped, never written. Notes that pass get a ``useful`` event in the usage
+log (``vault/usage.py``); the notes themselves are never written.
 """
 
 from __future__ import annotations
@@ -126,10 +127,10 @@ def judge(injected: Sequence[dict[str, Any]], assistant_text: str, opened: Seque
 
 def judge_session(vault: Path, session_id: str, transcript_path: str | None, cwd: str | None = None,
                   write: bool = True) -> dict[str, Any]:
-    """Judge one session's injected notes and raise ``useful_count`` of those used."""
+    """Judge one session's injected notes and record a ``useful`` usage event for each one used."""
     from ..hooks.transcript import assistant_text, opened_files, read_tail, relative_to_vault
     from ..retrieval import session
-    from ..vault.counters import record_useful
+    from ..vault.usage import record_useful
     from . import telemetry
 
     record = session.load(vault, session_id)
@@ -140,7 +141,7 @@ def judge_session(vault: Path, session_id: str, transcript_path: str | None, cwd
     opened = [r for r in (relative_to_vault(vault, p, cwd) for p in opened_files(messages)) if r]
     verdicts, why_not_llm = judge(injected, assistant_text(messages), opened)
     used = [v.path for v in verdicts if v.used]
-    written = record_useful(vault, used) if write and used else {}
+    written = record_useful(vault, used) if write and used else []
     if write:
         session.update(vault, session_id, judged=sorted(judged | {v.path for v in verdicts}))
     summary = {"event": "usefulness", "session": session_id, "injected": len(injected), "used": used,

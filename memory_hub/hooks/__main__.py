@@ -1,7 +1,8 @@
 """``python -m memory_hub.hooks [--vault V] claude-code|codex``: the lean hook entry point.
 
-Same behaviour as ``memory-hub hook …`` but without building the whole CLI, whose imports (numpy
-and the search stack) cost more than the warm round trip itself. ``install-hooks`` writes this form.
+Same behaviour as ``memory-hub hook …``, which comes here without building the whole CLI (whose
+imports cost more than the warm round trip itself). ``install-hooks`` writes ``memory-hub hook …``
+with the ``memory-hub`` on PATH, so hooks survive a moved clone; older installs wrote this form.
 """
 
 from __future__ import annotations

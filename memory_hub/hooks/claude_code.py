@@ -2,7 +2,8 @@
 
 * ``UserPromptSubmit`` → the ``<vault-memory>`` block as ``additionalContext``: asked of the warm
   server over the local socket first, computed in-process when no server answers.
-* ``PostToolUse`` of a file read inside the vault → one access counted for that note.
+* ``PostToolUse`` of a file read inside the vault → one read recorded in the usage log (the note
+  itself is never written).
 * ``PreCompact`` / ``Stop`` / ``SubagentStop`` / ``SessionEnd`` → the transcript tail saved as a
   raw capture note (redacted), slow work handed to a detached worker.
 
@@ -35,13 +36,27 @@ def _deadline() -> float:
         return DEFAULT_DEADLINE
 
 
-def _vault(explicit: str | None) -> Path | None:
-    from ..config import ConfigError, resolve_vault
+def _vault(explicit: str | None) -> tuple[Path | None, str | None]:
+    """The vault and its settings exported to this process, or None and why (a broken file, no vault)."""
+    from ..config import ConfigError, resolve_vault, settings
 
     try:
-        return resolve_vault(explicit)
-    except ConfigError:
-        return None
+        vault = resolve_vault(explicit)
+        settings(vault).export_environment()
+        return vault, None
+    except ConfigError as exc:
+        return None, str(exc)
+
+
+def _report_no_vault(reason: str, agent: str, event: dict[str, Any]) -> None:
+    """Silence would look like "nothing relevant": say it on stderr and in the per-user telemetry."""
+    from ..eval import telemetry
+
+    print(f"memory-hub hook: {reason}; this {event.get('hook_event_name') or 'hook'} did nothing "
+          "(pin a vault: memory-hub --vault PATH install-hooks AGENT)", file=sys.stderr)
+    telemetry.record_without_vault({"event": "hook", "hook": event.get("hook_event_name"), "agent": agent,
+                                    "session": event.get("session_id"), "cwd": event.get("cwd"),
+                                    "reason": reason})
 
 
 def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: float) -> tuple[str, dict[str, Any]]:
@@ -50,9 +65,12 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
     from ..server.local_socket import request
 
     started = time.monotonic()
+    from ..config import settings
+
     prompt = event.get("prompt") if isinstance(event.get("prompt"), str) else ""
     session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
-    reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id},
+    budget = settings(vault)["hooks.budget"]
+    reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id, "budget": budget},
                     timeout=min(SOCKET_TIMEOUT, deadline * 0.4))
     if reply and reply.get("ok"):
         return str(reply.get("block") or ""), {"served_by": "warm"}
@@ -66,7 +84,7 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
 
         try:
             recaller = Recaller(vault)
-            box["out"] = answer(recaller, prompt, session_id, served_by="cold",
+            box["out"] = answer(recaller, prompt, session_id, served_by="cold", budget=budget,
                                 deadline=started + deadline * 0.7, fallback=fallback, extra={"agent": agent})
         except Exception as exc:  # noqa: BLE001 - reported in telemetry, never raised into the agent
             box["error"] = f"{type(exc).__name__}: {exc}"
@@ -84,16 +102,17 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
 
 
 def count_read(vault: Path, path: str, cwd: object) -> None:
-    """A file the agent read: if it is a note of this vault, count one access (never raises)."""
-    from ..vault.counters import CounterError, record_access
+    """A file the agent read: if it is a note of this vault, one ``read`` usage event (never raises;
+    the note itself is never written, see vault/usage.py)."""
+    from ..vault.usage import UsageError, record_read
     from .transcript import relative_to_vault
 
     rel = relative_to_vault(vault, path, cwd)
     if rel:
         try:
-            record_access(vault, rel)
-        except CounterError:
-            pass  # not a note, gone, or broken frontmatter: nothing to count
+            record_read(vault, rel)
+        except (UsageError, OSError, ValueError):
+            pass  # not a note, gone, or outside the vault: nothing to count
 
 
 def handle(event: dict[str, Any], vault: Path, agent: str = "claude-code",
@@ -140,6 +159,7 @@ def run(agent: str, vault_arg: str | None = None, stdin: TextIO | None = None, s
     """Read one event from stdin, handle it under a hard deadline, print the reply; always 0."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
+    vault, problem = _vault(vault_arg)  # before the deadline: the vault's settings may set it
     limit = _deadline()
     result: dict[str, Any] = {}
 
@@ -149,8 +169,8 @@ def run(agent: str, vault_arg: str | None = None, stdin: TextIO | None = None, s
             event = json.loads(raw) if raw.strip() else {}
             if not isinstance(event, dict):
                 return
-            vault = _vault(vault_arg)
             if vault is None:
+                _report_no_vault(problem or "no vault", agent, event)
                 return
             result["out"] = handler(event, vault, agent, limit)
         except Exception as exc:  # noqa: BLE001 - a hook never fails the agent

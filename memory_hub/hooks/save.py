@@ -17,13 +17,14 @@ from typing import Any
 
 import yaml
 
+from ..config import settings
 from ..retrieval import session
 from ..vault.redact import redact_report
-from ..vault.walk import safe_path
+from ..vault.safe_io import OutsideVault, safe_path
 from ..vault.writer import NoteExists, create_note, replace_note, unique_note_path
 from .transcript import Message, read_tail, render
 
-FOLDER = "inbox"
+FOLDER = "inbox"  # the default of folders.inbox
 MIN_CHARS = 200
 RENDER_CHARS = 24_000  # the note holds the newest 24,000 characters of the conversation
 AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex"}
@@ -104,14 +105,17 @@ def save_tail(vault: Path, event: dict[str, Any], agent: str = "claude-code") ->
             except (OSError, NoteExists, ValueError):
                 written = None  # edited by a person or gone: leave it, start a new note
         if written is None:
-            for _ in range(5):
-                rel = unique_note_path(vault, FOLDER, f"{agent} session {session_id[:8]}", day)
-                try:
-                    create_note(vault, rel, text)
-                    written, outcome["action"] = rel, "created"
-                    break
-                except NoteExists:
-                    continue
+            try:
+                for _ in range(5):
+                    rel = unique_note_path(vault, settings(vault)["folders.inbox"], f"{agent} session {session_id[:8]}", day)
+                    try:
+                        create_note(vault, rel, text)
+                        written, outcome["action"] = rel, "created"
+                        break
+                    except NoteExists:
+                        continue
+            except (OutsideVault, OSError) as exc:  # e.g. inbox/ is a symlink leading out of the vault
+                outcome["reason"] = f"not saved: {exc}"
         if written:
             full = safe_path(vault, written)
             capture = {"path": written, "mtime_ns": full.stat().st_mtime_ns, "hash": digest}

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..vault.safe_io import UnreadableNote, open_regular
+
 TAIL_BYTES = 512 * 1024
 
 
@@ -82,12 +84,13 @@ def read_tail(path: str | os.PathLike[str] | None, max_bytes: int = TAIL_BYTES, 
     if not path:
         return []
     try:
-        with open(path, "rb") as fh:
+        # Never blocks on a FIFO or a device named like a transcript: regular files only.
+        with os.fdopen(open_regular(path), "rb") as fh:
             size = fh.seek(0, os.SEEK_END)
             begin = max(0, start if start <= size else 0, size - max_bytes)
             fh.seek(begin)
-            data = fh.read()
-    except OSError:
+            data = fh.read(size - begin)
+    except (OSError, UnreadableNote):
         return []
     if begin > 0 and begin != start:
         data = data.split(b"\n", 1)[-1]  # the first line is probably cut

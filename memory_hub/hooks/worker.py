@@ -61,11 +61,6 @@ def main(argv: list[str] | None = None) -> int:
               f"({summary['judge']}; {summary['fallback'] or 'llm'})", flush=True)
     if args.job in ("session-end", "sync"):
         from ..index.sync import sync
-        from ..vault.counters import flush_pending
-
-        flushed = flush_pending(vault)  # counts parked while their notes were being edited
-        if flushed:
-            print(f"{stamp} counters: applied parked increments to {len(flushed)} notes", flush=True)
 
         report = sync(vault, progress=False)
         print(f"{stamp} sync: {report.summary()}", flush=True)

@@ -30,6 +30,29 @@ DROP INDEX IF EXISTS links_source;
 DROP INDEX IF EXISTS links_target;
 """
 
+# Usage logs folded (index/usage.py): per source file, how far it was read; per source and note,
+# what it said. Rebuilt from the logs like everything else here.
+USAGE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS usage_sources (
+    source    TEXT PRIMARY KEY,     -- "log/<machine>.jsonl" | "journal/<machine>.jsonl"
+    identity  TEXT NOT NULL,        -- device:inode:hash of the first bytes; a change means re-read
+    offset    INTEGER NOT NULL,     -- bytes folded (always at a line end)
+    events    INTEGER NOT NULL DEFAULT 0,
+    bad_lines INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS usage (
+    source          TEXT NOT NULL,
+    path            TEXT NOT NULL,
+    reads           INTEGER NOT NULL DEFAULT 0,
+    useful          INTEGER NOT NULL DEFAULT 0,
+    last_read       REAL,
+    baseline_reads  INTEGER,        -- from a baseline event: frontmatter counts that predate the logs
+    baseline_useful INTEGER,
+    PRIMARY KEY (source, path)
+);
+CREATE INDEX IF NOT EXISTS usage_path ON usage(path);
+"""
+
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
@@ -75,12 +98,14 @@ CREATE TABLE IF NOT EXISTS links (
 {LINK_INDEXES}
 -- Files the last sync could not index, with the reason (broken YAML is a problem on an indexed note).
 CREATE TABLE IF NOT EXISTS problems (
-    path    TEXT NOT NULL,
-    problem TEXT NOT NULL,
-    at      REAL NOT NULL
+    path     TEXT NOT NULL,
+    problem  TEXT NOT NULL,
+    at       REAL NOT NULL,
+    mtime_ns INTEGER,  -- a file skipped unread: its stat then (unchanged → not a pending change)
+    size     INTEGER
 );
 CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
-"""
+{USAGE_SCHEMA}"""
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -116,9 +141,22 @@ class Store:
             with self.writer():
                 conn.executescript(SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        elif conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'links_in'").fetchone() is None:
+        else:
+            self._upgrade(conn)
+
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        """Bring an index made by an older version up to this schema, in place."""
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'links_in'").fetchone() is None:
             with self.writer():  # an index made before the covering link indexes existed
                 conn.executescript(LINK_INDEXES)
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'usage'").fetchone() is None:
+            with self.writer():  # an index made before usage moved out of the notes
+                conn.executescript(USAGE_SCHEMA)
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(problems)")}
+        if "mtime_ns" not in columns:
+            with self.writer():  # an index made before skipped files kept their stat
+                conn.execute("ALTER TABLE problems ADD COLUMN mtime_ns INTEGER")
+                conn.execute("ALTER TABLE problems ADD COLUMN size INTEGER")
 
     @property
     def conn(self) -> sqlite3.Connection:

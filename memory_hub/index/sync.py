@@ -32,7 +32,7 @@ from ..vault.walk import (
     safe_path,
     walk,
 )
-from . import graph, lexical
+from . import graph, lexical, usage
 from .store import Store, reset
 
 # Hooks other index stages (vectors, recall) register to hear about changed notes.
@@ -51,6 +51,7 @@ class SyncReport:
     skipped: list[Skipped] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)  # indexed, but with a problem
     links_resolved: int = 0
+    usage_events: int = 0  # usage events folded from the logs by this sync
     seconds: float = 0.0
     interrupted: bool = False
 
@@ -68,6 +69,7 @@ class SyncReport:
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "problems": [{"path": p, "problem": m} for p, m in self.problems],
             "links_resolved": self.links_resolved,
+            "usage_events": self.usage_events,
             "seconds": round(self.seconds, 3),
             "interrupted": self.interrupted,
         }
@@ -167,9 +169,31 @@ def _delete(store: Store, conn: sqlite3.Connection, path: str) -> None:
     store.set_meta(conn, "links_dirty", "1")
 
 
-def _record_skip(conn: sqlite3.Connection, skip: Skipped) -> None:
+def _record_skip(conn: sqlite3.Connection, skip: Skipped, stat: FileStat | None = None) -> None:
+    seen = _trusted(stat) if stat is not None else None
     conn.execute("DELETE FROM problems WHERE path = ?", (skip.path,))
-    conn.execute("INSERT INTO problems(path, problem, at) VALUES (?, ?, ?)", (skip.path, skip.reason, time.time()))
+    conn.execute("INSERT INTO problems(path, problem, at, mtime_ns, size) VALUES (?, ?, ?, ?, ?)",
+                 (skip.path, skip.reason, time.time(), seen.mtime_ns if seen else None, seen.size if seen else None))
+
+
+def skipped_as_seen(conn: sqlite3.Connection) -> dict[str, tuple[int, int]]:
+    """{path: (mtime_ns, size)} of files skipped unread (binary, too large…) as they were then:
+    while they stay so they are neither re-read nor a pending change."""
+    rows = conn.execute("SELECT path, mtime_ns, size FROM problems WHERE mtime_ns IS NOT NULL AND mtime_ns != 0"
+                        " AND path NOT IN (SELECT path FROM notes)")
+    return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+
+def _skip(store: Store, conn: sqlite3.Connection, report: SyncReport, known: dict, skip: Skipped,
+          stat: FileStat | None = None) -> None:
+    """A file that cannot be indexed: reported, recorded as a problem (with the stat it was seen
+    at, so ``status`` does not count it as a pending change until it changes), dropped if indexed."""
+    report.skipped.append(skip)
+    print(f"warning: {skip.path}: {skip.reason}", file=sys.stderr)
+    _record_skip(conn, skip, stat)
+    if skip.path in known:
+        _delete(store, conn, skip.path)
+        report.deleted.append(skip.path)
 
 
 # A bulk sync commits notes in groups: one transaction per note made FTS5 write (and later merge)
@@ -228,6 +252,7 @@ class _Read:
     digest: str = ""
     note: Note | None = None
     error: str | None = None
+    error_in_content: bool = False  # the file itself is the problem (binary, unparseable…), not its access
 
 
 def _read(vault: Path, stat: FileStat, old_hash: str | None) -> _Read:
@@ -237,11 +262,16 @@ def _read(vault: Path, stat: FileStat, old_hash: str | None) -> _Read:
         data = read_note_bytes(vault, stat.path)
         text = decode_note(data)
     except (UnreadableNote, OSError) as exc:
-        return _Read(stat, error=str(exc) if isinstance(exc, UnreadableNote) else f"cannot read: {exc}")
+        content = isinstance(exc, UnreadableNote)  # a permission error may be fixed without a new mtime
+        return _Read(stat, error=str(exc) if content else f"cannot read: {exc}", error_in_content=content)
     digest = content_hash(data)
     if old_hash == digest:
         return _Read(stat, digest)
-    return _Read(stat, digest, parse_note(stat.path, text))
+    try:
+        return _Read(stat, digest, parse_note(stat.path, text))
+    except Exception as exc:  # noqa: BLE001 - one hostile note never stops the sync of the others
+        return _Read(stat, digest, error=f"could not be parsed ({type(exc).__name__}: {str(exc)[:200]}); skipped",
+                     error_in_content=True)
 
 
 # Parsing is pure Python (about a millisecond a note); above this many files to read, worker
@@ -314,6 +344,7 @@ def sync(vault: Path, *, rebuild: bool = False, store: Store | None = None, prog
     with store.writer():
         try:
             _sync_locked(vault, store, report, progress, only)
+            _fold_usage(store, vault, report)
         except KeyboardInterrupt:
             report.interrupted = True
         report.seconds = time.monotonic() - started
@@ -323,6 +354,15 @@ def sync(vault: Path, *, rebuild: bool = False, store: Store | None = None, prog
     if report.interrupted:
         raise SyncInterrupted(report)
     return report
+
+
+def _fold_usage(store: Store, vault: Path, report: SyncReport) -> None:
+    """Usage logs (``.memory-hub/usage/``) into the index; a log that cannot be read is reported."""
+    folded = usage.fold(store, vault)
+    report.usage_events = folded.events
+    for where, reason in folded.problems:
+        report.skipped.append(Skipped(where, reason))
+        print(f"warning: {where}: {reason}", file=sys.stderr)
 
 
 class SyncInterrupted(KeyboardInterrupt):
@@ -366,8 +406,9 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
 
     # Decide what to (re)read.
     todo: list[FileStat] = []
+    skipped_before = skipped_as_seen(conn)
     for st in files:
-        old = known.get(st.path)
+        old = known.get(st.path) or skipped_before.get(st.path)
         if old and old[0] == st.mtime_ns and old[1] == st.size:
             report.unchanged += 1
         else:
@@ -398,13 +439,8 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
             bar.advance()
             st = done.stat
             if done.error is not None:
-                skip = Skipped(st.path, done.error)
-                report.skipped.append(skip)
-                print(f"warning: {st.path}: {done.error}", file=sys.stderr)
-                _record_skip(batch.conn(), skip)
-                if st.path in known:
-                    _delete(store, batch.conn(), st.path)
-                    report.deleted.append(st.path)
+                _skip(store, batch.conn(), report, known, Skipped(st.path, done.error),
+                      st if done.error_in_content else None)
                 batch.wrote()
                 continue
             old = known.get(st.path)

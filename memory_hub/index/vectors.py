@@ -184,6 +184,7 @@ class VectorIndex:
         self.name = table_name(self.key)
         self._db: Any = None
         self._matrix: _Matrix | None = None
+        self._covered: tuple[tuple[str | None, str | None], int, int] | None = None
         self._lock = threading.Lock()
 
     # -- storage -----------------------------------------------------------------------------------
@@ -429,6 +430,18 @@ class VectorIndex:
     def size(self, store: Store) -> int:
         m = self._load(store)
         return 0 if m is None else len(m.paths)
+
+    def notes_covered(self, store: Store) -> tuple[int, int]:
+        """(ranked notes with vectors, ranked notes): how much of the vault the vector channel sees.
+
+        Cached until the vectors or the lexical index change, so a search can afford to ask."""
+        m = self._load(store)
+        key = (m.version if m is not None else None, store.get_meta("last_sync"))
+        if self._covered is None or self._covered[0] != key:
+            ranked = {r[0] for r in store.conn.execute("SELECT path FROM notes WHERE ranked = 1")}
+            have = len(ranked & set(m.paths)) if m is not None else 0
+            self._covered = (key, have, len(ranked))
+        return self._covered[1], self._covered[2]
 
     def search_chunks(self, store: Store, query_vector: np.ndarray, limit: int = 100,
                       paths: set[str] | None = None) -> list[ChunkHit]:

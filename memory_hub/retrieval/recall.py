@@ -32,7 +32,8 @@ from typing import Any
 
 from ..config import index_dir
 from ..index.terms import HAN, HANGUL, HIRAGANA, KATAKANA, STOPWORDS, is_identifier, normalize
-from ..vault.counters import recent_reads
+from ..index.usage import NONE as NO_USAGE
+from ..index.usage import Usage, snapshot
 from ..vault.notes import UNRANKED_KINDS, parse_note
 from ..vault.walk import FileStat, OutsideVault, UnreadableNote, read_note_text, safe_path, walk
 from .block import DEFAULT_BUDGET, Block, Entry, render
@@ -608,7 +609,7 @@ class Recaller:
         self.hybrid: HybridSearch | None = store_search(self.vault) if hybrid is True else (hybrid or None)
         self.prototypes = _Prototypes(embedder) if embedder is not None else None
         self.refresh_interval = refresh_interval
-        self._recent: tuple[float, dict[str, float]] = (0.0, {})
+        self._recent: tuple[float, dict[str, Usage]] = (0.0, {})
         self._refreshing = threading.Event()
 
     def refresh(self, deadline: float | None = None) -> dict[str, int]:
@@ -632,10 +633,14 @@ class Recaller:
 
             threading.Thread(target=catch_up, name="memory-hub-recall-refresh", daemon=True).start()
 
-    def _recent_reads(self) -> dict[str, float]:
+    def _recent_reads(self) -> dict[str, Usage]:
+        """Every note's usage (reads, useful, last read) from the index's usage API, refreshed every 2 s."""
         at, data = self._recent
         if time.monotonic() - at > 2.0:
-            data = recent_reads(self.vault)
+            try:
+                data = snapshot(self.vault)
+            except Exception:  # noqa: BLE001 - recall answers without its usage boost rather than not at all
+                data = {}
             self._recent = (time.monotonic(), data)
         return data
 
@@ -663,10 +668,11 @@ class Recaller:
         out = []
         for path, (s, c) in scored.items():
             info = notes[path]
-            boost = 1.0 + 0.25 * math.log1p(info.useful) + 0.05 * math.log1p(info.access)
+            used = recent.get(path, NO_USAGE)
+            boost = 1.0 + 0.25 * math.log1p(used.useful) + 0.05 * math.log1p(used.reads)
             if info.raw_transcript:
                 boost *= RAW_TRANSCRIPT_FACTOR
-            read_at = recent.get(path)
+            read_at = used.last_read
             if read_at and now - read_at < 7 * 86400:
                 boost *= 1.0 + 0.2 * (1 - (now - read_at) / (7 * 86400))
             if backlinks:

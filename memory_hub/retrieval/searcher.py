@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 from ..index.embed import Embedder, EmbedderError, load_embedder
 from ..index.embed.loader import embedder_fingerprint
@@ -82,7 +83,14 @@ class Searcher:
                             vectors=None, reranker=reranker)
             result.warnings.append("no vectors for this vault yet (run `memory-hub index`); searched lexically")
             return result
-        return search(self.store, query, k, filters, explain, mode, vectors=vectors, reranker=reranker)
+        result = search(self.store, query, k, filters, explain, mode, vectors=vectors, reranker=reranker)
+        if vectors is not None:
+            have, ranked = vectors.notes_covered(self.store)
+            if have < ranked:  # an embedding run in progress or interrupted: say how blind the channel is
+                result.warnings.append(
+                    f"vectors cover {have:,} of {ranked:,} notes ({have / ranked:.0%}); the others are found by "
+                    "the lexical channels only until embedding finishes (`memory-hub index`)")
+        return result
 
     def warm(self) -> None:
         """Load the embedder, the vectors and the reranker now, and run one query through them."""
@@ -107,3 +115,14 @@ class Searcher:
 
     def close(self) -> None:
         self.store.close()
+
+
+def result_json(result: SearchResult, explain: bool = False) -> dict[str, Any]:
+    """A search result as ``memory-hub search --json`` prints it (and the hooks socket returns it)."""
+    return {
+        "query": result.query,
+        "results": [h.as_dict(explain=explain) for h in result.hits],
+        "timings_ms": result.timings_ms,
+        "warnings": result.warnings,
+        **({"vector_query": result.vector_query} if explain and result.vector_query else {}),
+    }

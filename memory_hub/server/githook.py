@@ -2,8 +2,10 @@
 
 Commits made outside any editor (``git pull``, a script, another machine's notes merged in) then
 reach the index without a running server. The hook's own lines sit between two marker comments, so
-installing again is a no-op, an upgrade replaces only those lines, and a hook a person already had
-keeps every line of its own. The sync runs detached, so a commit never waits for indexing.
+installing again is a no-op, an upgrade replaces only those lines, a hook a person already had
+keeps every line of its own, and ``uninstall_post_commit_hook`` takes out exactly those lines (and
+the file, when it was ours alone). The sync runs detached, so a commit never waits for indexing.
+The command is the ``memory-hub`` on PATH (``launcher.py``), so moving a clone does not break it.
 """
 
 from __future__ import annotations
@@ -11,10 +13,10 @@ from __future__ import annotations
 import os
 import shlex
 import stat
-import sys
 from pathlib import Path
 
 from ..config import index_dir
+from ..launcher import launcher
 from ..vault.git import GitError, run_git
 
 BEGIN = "# >>> memory-hub sync (installed by `memory-hub install-git-hook`) >>>"
@@ -22,11 +24,8 @@ END = "# <<< memory-hub sync <<<"
 
 
 def default_command() -> list[str]:
-    """How the hook calls memory-hub: the console script next to this Python, else ``python -m``."""
-    script = Path(sys.executable).parent / "memory-hub"
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-m", "memory_hub.cli"]
+    """How the hook calls memory-hub: the ``memory-hub`` on PATH, else this installation's."""
+    return list(launcher().argv)
 
 
 def hook_path(vault: Path) -> Path:
@@ -81,6 +80,43 @@ def install_post_commit_hook(vault: Path, command: list[str] | None = None) -> t
         _write(path, text)
         outcome = "updated"
     return outcome, path
+
+
+def installed_command(vault: Path) -> str | None:
+    """The command line our block runs, when the vault has our hook (for ``doctor``)."""
+    try:
+        path = hook_path(Path(vault).resolve())
+        text = path.read_text(encoding="utf-8")
+    except (GitError, OSError, UnicodeDecodeError):
+        return None
+    if BEGIN not in text:
+        return None
+    line = text[text.index(BEGIN):].splitlines()[1:2]
+    return line[0].removeprefix("( ").split(" --vault ", 1)[0] if line else None
+
+
+def uninstall_post_commit_hook(vault: Path) -> tuple[str, Path]:
+    """Remove our block. Returns (``removed`` | ``deleted`` (the hook held nothing else) | ``absent``, path)."""
+    vault = Path(vault).resolve()
+    path = hook_path(vault)
+    if not path.exists():
+        return "absent", path
+    text = path.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        return "absent", path
+    start = text.index(BEGIN)
+    stop = text.index(END, start) + len(END)
+    if stop < len(text) and text[stop] == "\n":
+        stop += 1
+    rest = text[:start] + text[stop:]
+    if rest.strip() in ("", "#!/bin/sh"):
+        path.unlink()
+        return "deleted", path
+    tmp = path.with_name(path.name + ".mh-tmp")
+    tmp.write_text(rest, encoding="utf-8")
+    os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
+    os.replace(tmp, path)
+    return "removed", path
 
 
 def _write(path: Path, text: str) -> None:

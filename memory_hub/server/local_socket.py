@@ -4,10 +4,14 @@ A hook process is short-lived: loading the recall index and opening SQLite on ev
 far more than the lookup. The server keeps both warm; the hook sends one JSON line and reads one
 back. The socket lives under ``<vault>/.memory_hub/`` (or, when that path is too long for a unix
 socket, under the temp folder, named by a hash of the vault path), is private to the user
-(mode 0600), and speaks only two requests:
+(mode 0600), and speaks only three requests:
 
 ``{"op": "ping"}`` → ``{"ok": true, "vault": …}``
 ``{"op": "recall", "prompt": …, "session_id": …, "budget": 1200}`` → ``{"ok": true, "block": …, …}``
+``{"op": "search", "query": …, "k": 10, "mode": null, "filters": {…}, "explain": false}`` →
+``{"ok": true, "results": […], …}`` (what ``memory-hub search --json`` prints; the CLI asks here first)
+
+A request may say ``"client": "cli"``, so telemetry tells a person's ``memory-hub recall`` from a hook.
 """
 
 from __future__ import annotations
@@ -90,9 +94,40 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
                 return {"ok": False, "error": "budget must be an integer between 50 and 8000"}
             out = answer(recaller_for_state(self.state), prompt,
                          session_id if isinstance(session_id, str) else None,
-                         served_by="warm", budget=budget)
+                         served_by="cli-warm" if request.get("client") == "cli" else "warm", budget=budget)
             return {"ok": True, **out}
+        if op == "search":
+            return _search(self.state, request)
         return {"ok": False, "error": f"unknown op {op!r}"}
+
+
+def _search(state: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """The ``search`` op: the warm searcher's answer in ``memory-hub search --json``'s shape."""
+    from ..index.lexical import Filters
+    from ..retrieval.search import MODES, QueryError
+    from ..retrieval.searcher import result_json
+
+    query, k, mode = request.get("query"), request.get("k", 10), request.get("mode")
+    raw = request.get("filters") or {}
+    if not isinstance(query, str) or not isinstance(raw, dict):
+        return {"ok": False, "error": "query must be a string and filters an object"}
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+        return {"ok": False, "error": "k must be an integer between 1 and 1000"}
+    if mode is not None and mode not in MODES:
+        return {"ok": False, "error": f"unknown mode {mode!r}"}
+    lists = {name: raw.get(name) for name in ("kinds", "tags")}
+    if any(v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)) for v in lists.values()):
+        return {"ok": False, "error": "kinds and tags must be lists of strings"}
+    texts = {name: raw.get(name) for name in ("path_prefix", "since")}
+    if any(v is not None and not isinstance(v, str) for v in texts.values()):
+        return {"ok": False, "error": "path_prefix and since must be strings"}
+    filters = Filters(kinds=lists["kinds"] or None, tags=lists["tags"] or None, **texts)
+    explain = request.get("explain") is True
+    try:
+        result = state.search(query, k=k, filters=filters, mode=mode, explain=explain)
+    except QueryError as exc:
+        return {"ok": False, "error": str(exc), "query_error": True}
+    return {"ok": True, "vault": str(state.vault), **result_json(result, explain)}
 
 
 class Handle:

@@ -36,9 +36,10 @@ class SearcherLike(Protocol):
 
 def make_searcher(vault: Path, store: Store) -> SearcherLike:
     """The long-lived retrieval searcher (imported on first use: start-up stays fast)."""
+    from ..config import settings
     from ..retrieval.searcher import Searcher
 
-    return Searcher(vault, store=store)
+    return Searcher(vault, store=store, mode=settings(vault)["search.mode"])
 
 
 @dataclass

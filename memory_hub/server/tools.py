@@ -172,17 +172,24 @@ def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int 
     }
     if to_line < len(lines):
         out["more"] = f"{len(lines) - to_line} more line(s): call read_note again with from_line={to_line + 1}"
-    _record_access(state, rel)
+    out["usage"] = _record_read(state, rel)
     return out
 
 
-def _record_access(state: ServerState, rel: str) -> None:
-    from ..vault.counters import record_access
+def _record_read(state: ServerState, rel: str) -> dict[str, Any]:
+    """One ``read`` usage event (appended to a log, never to the note) and the note's counts now."""
+    from ..index import usage
+    from ..vault.usage import record_read
 
     try:
-        record_access(state.vault, rel)
-    except Exception as exc:  # noqa: BLE001 - counting an access must never fail a read
-        log.warning("could not record access to %s: %s", rel, exc)
+        record_read(state.vault, rel)
+    except Exception as exc:  # noqa: BLE001 - counting a read must never fail it
+        log.warning("could not record a read of %s: %s", rel, exc)
+    try:
+        usage.fold(state.store, state.vault, wait=False)
+        return usage.for_note(state.store, rel).as_dict()
+    except Exception as exc:  # noqa: BLE001
+        return {"error": f"usage unavailable: {exc}"}
 
 
 def related(state: ServerState, path: str, hops: int = 1, limit: int = 50) -> dict[str, Any]:
@@ -284,6 +291,7 @@ def status(state: ServerState) -> dict[str, Any]:
     }
     if state.models_error:
         out["models_error"] = state.models_error
+    out["usage"] = _usage_status(state)
     out.update(_vector_status(state))
     watcher = state.watcher
     if watcher is not None:
@@ -296,6 +304,16 @@ def status(state: ServerState) -> dict[str, Any]:
     if pending:
         out["stale"] = f"{pending} file(s) changed since the last sync; they will be indexed shortly"
     return out
+
+
+def _usage_status(state: ServerState) -> dict[str, Any]:
+    from ..index import usage
+
+    try:
+        usage.fold(state.store, state.vault, wait=False)
+        return usage.summary(state.store, state.vault)
+    except Exception as exc:  # noqa: BLE001 - status must answer
+        return {"error": f"usage unavailable: {exc}"}
 
 
 def _vector_status(state: ServerState) -> dict[str, Any]:

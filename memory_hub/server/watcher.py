@@ -33,9 +33,10 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from ..config import SKIP_DIRS
+from ..config import SKIP_DIRS, ConfigError
 from ..index.store import Store
 from ..index.sync import SyncReport, sync
+from ..vault.ignore import is_ignored
 
 log = logging.getLogger("memory_hub.watcher")
 
@@ -57,6 +58,11 @@ def relevant_path(vault: Path, raw: str | bytes) -> str | None:
     parts = rel.parts
     if not parts or any(p.startswith(".") or p in SKIP_DIRS for p in parts):
         return None
+    try:
+        if is_ignored(vault, rel.as_posix()):
+            return None
+    except ConfigError as exc:  # a settings file mid-edit: index the path, say why once per event
+        log.warning("ignore rules not applied: %s", exc)
     return rel.as_posix()
 
 

@@ -1,7 +1,9 @@
 """YAML frontmatter: split it from the body, read it leniently, and update single fields in place.
 
 Reading never raises: a note with broken YAML is still a note (indexed from its body), and the
-problem is returned so it can be reported. Writing edits only the lines of the fields it sets, so a
+problem is returned so it can be reported. Its cost is bounded by the block's size: YAML aliases
+are followed only within a budget (see ``_Budget``), so an alias bomb or a self-referencing anchor
+is a reported problem, never a MemoryError or RecursionError. Writing edits only the lines of the fields it sets, so a
 person's key order, comments and formatting survive.
 """
 
@@ -52,19 +54,61 @@ def split(text: str) -> tuple[str | None, str, int]:
     return raw, text[end:], body_line
 
 
-def _plain(value: Any) -> Any:
-    """Turn YAML values into JSON-able ones (dates become ISO strings)."""
+class TooComplex(ValueError):
+    """Frontmatter whose values, once YAML aliases are followed, would be too large or deep."""
+
+
+# YAML aliases (``*a``) reuse an anchored value; a chain of them ("billion laughs") or a value that
+# contains itself (``x: &x [*x]``) would expand without bound. PyYAML builds such documents cheaply
+# as shared references, so the cost is in copying them out: ``_plain`` counts every value it copies
+# and every character of every string, and refuses past a budget no real frontmatter comes near.
+MAX_DEPTH = 40
+MIN_NODE_BUDGET = 20_000
+MIN_CHAR_BUDGET = 256 * 1024
+
+
+class _Budget:
+    def __init__(self, raw: str) -> None:
+        self.nodes = max(MIN_NODE_BUDGET, len(raw))
+        self.chars = max(MIN_CHAR_BUDGET, 2 * len(raw))
+
+    def spend(self, chars: int = 0) -> None:
+        self.nodes -= 1
+        self.chars -= chars
+        if self.nodes < 0 or self.chars < 0:
+            raise TooComplex("frontmatter expands to far more values than it has text (YAML aliases?); ignored")
+
+
+def _plain(value: Any, budget: _Budget | None = None, depth: int = 0, active: frozenset[int] = frozenset()) -> Any:
+    """Turn YAML values into JSON-able ones (dates become ISO strings), within ``budget``."""
+    budget = budget or _Budget("")
+    if depth > MAX_DEPTH:
+        raise TooComplex(f"frontmatter nests deeper than {MAX_DEPTH} levels; ignored")
+    if isinstance(value, str):
+        budget.spend(len(value))
+        return value
+    budget.spend()
     if isinstance(value, _dt.datetime):
         return value.isoformat()
     if isinstance(value, _dt.date):
         return value.isoformat()
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_plain(v) for v in value]
     if isinstance(value, bytes):
+        budget.spend(len(value))
         return value.decode("utf-8", "replace")
+    if isinstance(value, (dict, list, tuple, set)):
+        if id(value) in active:
+            raise TooComplex("frontmatter holds a value that contains itself (a YAML alias loop); ignored")
+        inner = active | {id(value)}
+        if isinstance(value, dict):
+            return {_plain_key(k, budget): _plain(v, budget, depth + 1, inner) for k, v in value.items()}
+        return [_plain(v, budget, depth + 1, inner) for v in value]
     return value
+
+
+def _plain_key(key: Any, budget: _Budget) -> str:
+    text = key.isoformat() if isinstance(key, (_dt.date, _dt.datetime)) else str(key)
+    budget.spend(len(text))
+    return text
 
 
 def parse(text: str) -> Frontmatter:
@@ -80,15 +124,18 @@ def parse(text: str) -> Frontmatter:
         where = f" at line {mark.line + 2}" if mark is not None else ""
         fm.problem = f"broken YAML frontmatter{where}: {getattr(exc, 'problem', None) or exc}"
         return fm
-    except (ValueError, TypeError, RecursionError) as exc:  # e.g. an impossible date
-        fm.problem = f"unreadable YAML frontmatter: {exc}"
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:  # e.g. an impossible date
+        fm.problem = f"unreadable YAML frontmatter: {type(exc).__name__}: {str(exc)[:200]}"
         return fm
     if loaded is None:
         return fm
     if not isinstance(loaded, dict):
         fm.problem = f"frontmatter is a {type(loaded).__name__}, not a mapping; ignored"
         return fm
-    fm.data = _plain(loaded)
+    try:
+        fm.data = _plain(loaded, _Budget(raw))
+    except TooComplex as exc:
+        fm.problem = str(exc)
     return fm
 
 

@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from . import safe_io
+
 _IDENTITY = ["-c", "user.name=Memory Hub", "-c", "user.email=memory-hub@localhost"]
 
 
@@ -98,18 +100,26 @@ def commit_all(vault: Path, message: str) -> str | None:
 
 
 # What git must never see: the index caches, and the temporary files of an atomic write in flight
-# (``vault.writer`` writes ``.mh-*.tmp`` beside a note, then renames it; a killed writer leaves one).
+# (``vault.safe_io`` writes ``.mh-*.tmp`` beside a note, then renames it; a killed writer leaves one).
 IGNORED = (".memory_hub/", ".mh-*.tmp")
 
 
 def ensure_gitignore(vault: Path, lines: tuple[str, ...] = IGNORED) -> bool:
-    """Make sure the vault's .gitignore keeps index caches and temp files out of git. True if changed."""
-    path = vault / ".gitignore"
-    existing = path.read_text(encoding="utf-8") if path.exists() else ""
+    """Make sure the vault's .gitignore keeps index caches and temp files out of git. True if changed.
+
+    Read and written through ``safe_io``: a ``.gitignore`` that is a symlink leading outside the
+    vault raises OutsideVault instead of being written through.
+    """
+    try:
+        existing = safe_io.read_text(vault, ".gitignore", hidden=True)
+    except FileNotFoundError:
+        existing = ""
+    except safe_io.UnreadableNote as exc:
+        raise GitError(f".gitignore cannot be read ({exc}); fix it by hand") from None
     present = {ln.strip() for ln in existing.splitlines()}
     missing = [ln for ln in lines if ln not in present and ln.rstrip("/") not in present]
     if not missing:
         return False
     text = existing + ("" if not existing or existing.endswith("\n") else "\n") + "\n".join(missing) + "\n"
-    path.write_text(text, encoding="utf-8")
+    safe_io.replace_file(vault, ".gitignore", text.encode("utf-8"), hidden=True, create=True)
     return True

@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import index_dir
+from . import safe_io
 from .git import GitError, commit_blocker, run_git
-from .walk import OutsideVault, safe_path
+from .safe_io import OutsideVault
 from .writer import NoteExists, create_note, replace_note
 
 TRAILER = "Memory-Hub-Journal"
@@ -118,28 +119,25 @@ def _head(vault: Path) -> str | None:
 def _current(vault: Path, rel: str) -> bytes | None | bool:
     """The file's bytes now, None when absent, False when it cannot be ours (outside, not a regular file)."""
     try:
-        full = safe_path(vault, rel)
-    except OutsideVault:
-        return False
-    if not os.path.lexists(full):
+        return safe_io.read_bytes(vault, rel)
+    except FileNotFoundError:
         return None
-    if not full.is_file():
-        return False
-    try:
-        return full.read_bytes()
-    except OSError:
+    except (OSError, OutsideVault, safe_io.UnreadableNote):
         return False
 
 
 def _put(vault: Path, rel: str, data: bytes | None, expected_mtime_ns: int | None = None,
          create: bool = False) -> None:
     """Give one file the bytes ``data`` (None: remove it), atomically, inside the vault only."""
-    full = safe_path(vault, rel)
-    if data is None:
-        if os.path.lexists(full):
-            if expected_mtime_ns is not None and full.stat().st_mtime_ns != expected_mtime_ns:
+    if data is None:  # through safe_io: inside the vault, a regular file, no symlink race
+        try:
+            if expected_mtime_ns is not None and safe_io.stat_file(vault, rel).st_mtime_ns != expected_mtime_ns:
                 raise NoteExists(f"{rel} changed on disk since it was read; not deleted")
-            os.unlink(full)
+            safe_io.unlink_file(vault, rel)
+        except FileNotFoundError:
+            pass
+        except safe_io.UnreadableNote as exc:
+            raise NoteExists(f"{rel}: {exc}") from None
         return
     text = data.decode("utf-8", "surrogateescape")
     if create:

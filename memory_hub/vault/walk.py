@@ -1,8 +1,10 @@
 """Walk a vault: which files belong to it, and reading one safely.
 
 Only what is inside the vault counts: dot-folders (``.git``, ``.obsidian``, ``.trash``,
-``.memory_hub``) are skipped, and a symlink whose target leaves the vault is refused. Reading a note
-refuses binary, non-UTF-8 and huge files with a reason instead of raising.
+``.memory_hub``) are skipped, so are the files the owner ignores (``vault/ignore.py``), a symlink
+whose target leaves the vault is refused, and only regular files are yielded (no FIFOs, sockets or
+devices). Reading goes through ``safe_io``, which refuses binary, non-UTF-8, non-regular and huge
+files with a reason.
 """
 
 from __future__ import annotations
@@ -14,6 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import MAX_NOTE_BYTES, SKIP_DIRS
+from .ignore import ignore_rules
+from .safe_io import OutsideVault, UnreadableNote, decode_note, read_bytes, safe_path
+
+__all__ = ["FileStat", "Skipped", "walk", "read_note_bytes", "read_note_text", "content_hash",
+           # the safe-path layer's names, for the modules that have always imported them from here
+           "OutsideVault", "UnreadableNote", "decode_note", "safe_path"]
 
 
 @dataclass(frozen=True)
@@ -35,10 +43,6 @@ class Skipped:
     reason: str
 
 
-class UnreadableNote(Exception):
-    """A file that is not a readable Markdown note; the message says why."""
-
-
 def _inside(root_real: str, candidate: str) -> bool:
     real = os.path.realpath(candidate)
     return real == root_real or real.startswith(root_real + os.sep)
@@ -50,6 +54,7 @@ def walk(vault: Path, skipped: list[Skipped] | None = None) -> Iterator[FileStat
     root_real = os.path.realpath(root)
     stack = [root]
     seen_dirs = {os.path.realpath(root)}
+    ignored = ignore_rules(vault)
     while stack:
         current = stack.pop()
         try:
@@ -64,6 +69,8 @@ def walk(vault: Path, skipped: list[Skipped] | None = None) -> Iterator[FileStat
             if name.startswith(".") or name in SKIP_DIRS:
                 continue
             try:
+                if ignored and ignored.entry_matches(rel, entry.is_dir()):
+                    continue
                 if entry.is_symlink() and not _inside(root_real, entry.path):
                     if skipped is not None:
                         skipped.append(Skipped(rel, "symlink leads outside the vault"))
@@ -76,7 +83,9 @@ def walk(vault: Path, skipped: list[Skipped] | None = None) -> Iterator[FileStat
                     stack.append(entry.path)
                     continue
                 if not entry.is_file():
-                    continue
+                    if entry.is_symlink() and skipped is not None and not os.path.exists(entry.path):
+                        skipped.append(Skipped(rel, "broken symlink or symlink loop"))
+                    continue  # FIFOs, sockets and devices are never part of a vault
                 st = entry.stat()
             except OSError as exc:
                 if skipped is not None:
@@ -86,23 +95,8 @@ def walk(vault: Path, skipped: list[Skipped] | None = None) -> Iterator[FileStat
 
 
 def read_note_bytes(vault: Path, rel: str, max_bytes: int = MAX_NOTE_BYTES) -> bytes:
-    """Read a note's bytes, refusing paths outside the vault and files over ``max_bytes``."""
-    full = safe_path(vault, rel)
-    size = full.stat().st_size
-    if size > max_bytes:
-        raise UnreadableNote(f"too large ({size:,} bytes > {max_bytes:,}); skipped")
-    return full.read_bytes()
-
-
-def decode_note(data: bytes) -> str:
-    """Decode a note's bytes as UTF-8, refusing binary content with a clear reason."""
-    if b"\x00" in data[:8192]:
-        raise UnreadableNote("binary content (NUL bytes); skipped")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UnreadableNote(f"not valid UTF-8 at byte {exc.start}; skipped") from None
-    return text.lstrip("\ufeff")
+    """A note's bytes (through ``safe_io``: inside the vault, a regular file, not over ``max_bytes``)."""
+    return read_bytes(vault, rel, max_bytes)
 
 
 def read_note_text(vault: Path, rel: str, max_bytes: int = MAX_NOTE_BYTES) -> str:
@@ -112,24 +106,3 @@ def read_note_text(vault: Path, rel: str, max_bytes: int = MAX_NOTE_BYTES) -> st
 
 def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-class OutsideVault(ValueError):
-    """A path that would leave the vault (``../``, absolute paths, symlinks out)."""
-
-
-def safe_path(vault: Path, rel: str) -> Path:
-    """Resolve ``rel`` inside the vault or raise OutsideVault. Index folders count as outside."""
-    if not isinstance(rel, str) or not rel.strip() or "\x00" in rel:
-        raise OutsideVault("empty or invalid path")
-    candidate = Path(rel)
-    if candidate.is_absolute():
-        raise OutsideVault(f"absolute paths are not allowed: {rel}")
-    root = Path(os.path.realpath(vault))
-    full = Path(os.path.realpath(root / candidate))
-    if full != root and root not in full.parents:
-        raise OutsideVault(f"path leaves the vault: {rel}")
-    parts = full.relative_to(root).parts
-    if any(p in SKIP_DIRS or p.startswith(".") for p in parts):
-        raise OutsideVault(f"path is inside a hidden or index folder: {rel}")
-    return full

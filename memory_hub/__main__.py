@@ -1,0 +1,7 @@
+"""``python -m memory_hub``: the same as the ``memory-hub`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,165 @@
+"""CLI: ``search`` and ``links``.
+
+``search`` asks a running ``memory-hub serve`` of this vault first (over the hooks' unix socket:
+its models and index are already warm, so the answer takes milliseconds instead of the seconds a
+fresh process spends loading them) and searches in-process when no server answers.
+
+``--json`` shapes (keys may be added, never renamed or removed):
+
+* ``search``: {query, results: [{path, title, description, kind, date, score, snippet, tags, exact}
+               (+ channels, calibration, graph, rerank with --explain)], timings_ms: {stage: ms},
+               warnings: [str], served_by: server|in-process} (+ vector_query with --explain)
+* ``links``:  {note, title, backlinks: int, links: [{target, kind, heading, block, alias, line,
+               target_path (null when dangling)}], neighbours: [{path, title, hops, direction, via}]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .shell import CliError, iso_date, note_kind, positive, print_json, search_mode, settings_of, vault_path
+
+SERVER_TIMEOUT = 10.0  # a warm server answers in milliseconds; this only bounds a stuck one
+
+
+def ask_server(vault: Path, payload: dict[str, Any], timeout: float = SERVER_TIMEOUT) -> dict[str, Any] | None:
+    """A running server's reply to one request, or None when none serves this vault."""
+    from ..server.local_socket import request
+
+    return request(vault, {**payload, "client": "cli"}, timeout=timeout)
+
+
+def _in_process(vault: Path, args: argparse.Namespace, mode: str | None, filters: dict[str, Any]) -> dict[str, Any]:
+    from ..index.lexical import Filters
+    from ..retrieval.search import QueryError
+    from ..retrieval.searcher import Searcher, result_json
+
+    searcher = Searcher(vault, mode=settings_of(args)["search.mode"])
+    try:
+        result = searcher.search(args.query, k=args.k, filters=Filters(**filters), explain=args.explain, mode=mode)
+    except QueryError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        searcher.close()
+    return result_json(result, args.explain)
+
+
+def run_search(vault: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The search as ``--json`` prints it, from the warm server when one answers."""
+    filters = {"kinds": args.kind or None, "tags": args.tag or None, "path_prefix": args.path_prefix,
+               "since": args.since}
+    if not args.in_process:
+        reply = ask_server(vault, {"op": "search", "query": args.query, "k": args.k, "mode": args.mode,
+                                   "filters": filters, "explain": args.explain})
+        if reply and reply.get("ok"):
+            reply.pop("ok", None)
+            reply.pop("vault", None)
+            return {**reply, "served_by": "server"}
+        if reply and reply.get("query_error"):
+            raise CliError(str(reply.get("error")))
+        fallback = None if reply is None else f"the server could not search ({reply.get('error')}); searched in-process"
+    else:
+        fallback = None
+    data = _in_process(vault, args, args.mode, filters)
+    if fallback:
+        data["warnings"].append(fallback)
+    return {**data, "served_by": "in-process"}
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    vault = vault_path(args)
+    if args.k is None:
+        args.k = settings_of(args)["search.k"]
+    data = run_search(vault, args)
+    if args.json:
+        print_json(data)
+        return 0
+    for warning in data["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.explain and data.get("vector_query") and data["vector_query"] != data["query"]:
+        print(f"vector query: {data['vector_query']}  (terms found in nearly every note in scope left out)")
+    if not data["results"]:
+        print("no results")
+        return 0
+    from ..textsafe import visible
+
+    for rank, hit in enumerate(data["results"], start=1):
+        flag = " [exact]" if hit["exact"] else ""
+        print(f"{rank:2}. {visible(hit['title'])}  ({visible(hit['path'])}, {hit['kind']}"
+              f"{', ' + hit['date'] if hit['date'] else ''}){flag}")
+        if hit["description"]:
+            print(f"    {visible(hit['description'])}")
+        if hit["snippet"]:
+            print(f"    › {visible(hit['snippet'])}")
+        if args.explain:
+            print(f"    explain: score={hit['score']} channels={json.dumps(hit.get('channels'), ensure_ascii=False)}"
+                  + (f" calibration={json.dumps(hit['calibration'])}" if hit.get("calibration") else "")
+                  + (f" graph={json.dumps(hit['graph'], ensure_ascii=False)}" if hit.get("graph") else "")
+                  + (f" rerank={json.dumps(hit['rerank'], ensure_ascii=False)}" if hit.get("rerank") else ""))
+    return 0
+
+
+def cmd_links(args: argparse.Namespace) -> int:
+    from ..index import graph
+    from ..index.store import Store
+
+    store = Store(vault_path(args))
+    conn = store.conn
+    row = conn.execute("SELECT id, path, title FROM notes WHERE path = ?", (args.note,)).fetchone()
+    if row is None:
+        resolved = graph.build_resolver(conn).resolve(args.note)
+        row = conn.execute("SELECT id, path, title FROM notes WHERE path = ?", (resolved,)).fetchone() if resolved else None
+    if row is None:
+        raise CliError(f"no note matches {args.note!r} (try a vault-relative path or a note name)")
+    outgoing = graph.outgoing(conn, row["id"])
+    near = graph.neighbours(conn, row["id"], args.hops)
+    backlinks = graph.backlink_counts(conn, [row["id"]]).get(row["id"], 0)
+    if args.json:
+        print_json({
+            "note": row["path"], "title": row["title"], "backlinks": backlinks,
+            "links": [dict(r) for r in outgoing],
+            "neighbours": [{"path": n.path, "title": n.title, "hops": n.hops, "direction": n.direction, "via": n.via}
+                           for n in near],
+        })
+        return 0
+    from ..textsafe import visible
+
+    print(f"{visible(row['title'])} ({visible(row['path'])}) — {backlinks} backlinks")
+    print("links:")
+    for r in outgoing:
+        where = visible(r["target_path"]) if r["target_path"] else "(dangling)"
+        print(f"  {r['kind']:<11} [[{visible(r['target'])}]] → {where}")
+    print(f"within {args.hops} hop(s):")
+    for n in near:
+        via = f" via {visible(n.via)}" if n.via else ""
+        print(f"  {n.hops} {n.direction:<8} {visible(n.path)}{via}")
+    return 0
+
+
+def add_filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kind", action="append", type=note_kind, help="only notes of this kind (repeatable)")
+    p.add_argument("--tag", action="append", help="only notes with this tag (repeatable)")
+    p.add_argument("--path-prefix", help="only notes under this folder")
+    p.add_argument("--since", type=iso_date,
+                   help="only notes updated on or after this date: YYYY-MM-DD, YYYY-MM, or 7d / 2w ago")
+
+
+def register(add: Callable[..., argparse.ArgumentParser]) -> None:
+    p = add("search", cmd_search, "search the vault (through a running server when there is one)")
+    p.add_argument("query")
+    p.add_argument("-k", type=positive, default=None, help="number of results (default: search.k, 10)")
+    p.add_argument("--explain", action="store_true", help="show each channel's rank and score")
+    p.add_argument("--mode", type=search_mode, default=None,
+                   help="lexical, vector, hybrid, hybrid+graph (default: search.mode), hybrid+rerank, "
+                        "hybrid+graph+rerank")
+    p.add_argument("--in-process", action="store_true", help="search in this process even when a server runs")
+    add_filters(p)
+
+    p = add("links", cmd_links, "a note's links, and its neighbours within N hops")
+    p.add_argument("note", help="vault-relative path or note name")
+    p.add_argument("--hops", type=int, default=1, choices=[1, 2, 3])
