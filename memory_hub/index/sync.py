@@ -122,7 +122,7 @@ def _attachment_note(stat: FileStat) -> Note:
 
 
 def _upsert(store: Store, conn: sqlite3.Connection, note: Note, stat: FileStat, digest: str,
-            resolver: graph.Resolver | None, old_path: str | None = None) -> int:
+            resolver: graph.Resolver | None, old_path: str | None = None, rows: lexical.Rows | None = None) -> int:
     """Write one note (row, lexical rows, links, problems) inside the caller's transaction."""
     stat = _trusted(stat)
     row = conn.execute("SELECT id, aliases FROM notes WHERE path = ?", (old_path or note.path,)).fetchone()
@@ -149,7 +149,7 @@ def _upsert(store: Store, conn: sqlite3.Connection, note: Note, stat: FileStat, 
             values,
         )
         note_id = int(cur.lastrowid)
-    lexical.write_note(conn, note_id, note)
+    lexical.write_note(conn, note_id, note, rows)
     graph.write_links(conn, note_id, note.path, note.links, resolver)
     conn.execute("DELETE FROM problems WHERE path IN (?, ?)", (note.path, old_path or note.path))
     for problem in note.problems:
@@ -251,6 +251,7 @@ class _Read:
     stat: FileStat
     digest: str = ""
     note: Note | None = None
+    rows: lexical.Rows | None = None  # the note's lexical rows, made where it was parsed
     error: str | None = None
     error_in_content: bool = False  # the file itself is the problem (binary, unparseable…), not its access
 
@@ -268,7 +269,8 @@ def _read(vault: Path, stat: FileStat, old_hash: str | None) -> _Read:
     if old_hash == digest:
         return _Read(stat, digest)
     try:
-        return _Read(stat, digest, parse_note(stat.path, text))
+        note = parse_note(stat.path, text)
+        return _Read(stat, digest, note, lexical.note_rows(note) if note.ranked else None)
     except Exception as exc:  # noqa: BLE001 - one hostile note never stops the sync of the others
         return _Read(stat, digest, error=f"could not be parsed ({type(exc).__name__}: {str(exc)[:200]}); skipped",
                      error_in_content=True)
@@ -458,7 +460,7 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
             if not old and missing_by_hash.get(done.digest):
                 renamed_from = missing_by_hash[done.digest].pop(0)
                 missing.remove(renamed_from)
-            _upsert(store, batch.conn(), note, st, done.digest, resolver, old_path=renamed_from)
+            _upsert(store, batch.conn(), note, st, done.digest, resolver, old_path=renamed_from, rows=done.rows)
             if renamed_from:
                 report.renamed.append((renamed_from, st.path))
             elif old:
