@@ -11,8 +11,10 @@
 2. **Block size**: tokens (cl100k) of every block served; the budget is 1,200.
 3. **Quality on LoCoMo**: every turn of every conversation is a note (``<conversation>/<turn>.md``),
    questions are prompts, restricted to their own conversation; evidence recall@5 of the notes
-   recall injects, against the hybrid search's recall@5 (lexical in-process: the cold path's
-   search) and recall's own ranking without fusion. Also hit@5 on the starter vault's golden cases.
+   recall returns (k=5) and of exactly the notes it injects (its block, weak tail dropped), with
+   lines per prompt and the share of injected lines that are evidence, against the search it
+   follows (``lexical``; with ``--vectors`` also ``MEMORY_HUB_RECALL_MODE=hybrid``); then a sweep
+   of the weak-tail cut (``--tail-settings``). Also hit@5 on the starter vault's golden cases.
 
 Writes ``benchmarks/results/recall.json``.
 """
@@ -41,7 +43,11 @@ from memory_hub.config import INDEX_DIRNAME, index_dir  # noqa: E402
 from memory_hub.index.lexical import Filters  # noqa: E402
 from memory_hub.index.store import Store  # noqa: E402
 from memory_hub.index.sync import sync  # noqa: E402
-from memory_hub.retrieval.recall import Recaller, RecallIndex, is_trivial, store_search  # noqa: E402
+from memory_hub.retrieval import recall_score  # noqa: E402
+from memory_hub.retrieval.block import Block  # noqa: E402
+from memory_hub.retrieval.recall import Recaller, RecallSearch  # noqa: E402
+from memory_hub.retrieval.recall_index import RecallIndex  # noqa: E402
+from memory_hub.retrieval.recall_modes import is_trivial  # noqa: E402
 from memory_hub.retrieval.search import search  # noqa: E402
 from memory_hub.server import local_socket  # noqa: E402
 
@@ -209,60 +215,81 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
     queries = [q for q in read_jsonl(data / "queries.jsonl") if q["_id"] in qrels]
     if args.locomo_limit:
         queries = queries[: args.locomo_limit]
-    fused = Recaller(vault, hybrid=store_search(vault, "lexical"), refresh_interval=None)
-    alone = Recaller(vault, hybrid=False, refresh_interval=None)
-    fused.refresh()
-    alone.refresh()
-    systems: dict[str, list[float]] = {"hybrid search (lexical)": [], "recall alone": [],
-                                       "recall fused, k=5": [], "recall fused, as injected": []}
-    searcher = None
-    if args.vectors:  # the warm server's searcher: lexical + e5 vectors (+ graph), models loaded once
+    lexical = Recaller(vault, search=RecallSearch(store, "lexical"), refresh_interval=None)
+    lexical.refresh()
+    recallers = {"lexical": lexical}
+    systems = ["search (lexical)", "recall (lexical), k=5", "recall (lexical), as injected"]
+    if args.vectors:  # MEMORY_HUB_RECALL_MODE=hybrid: lexical + e5 vectors, models loaded once
         from memory_hub.retrieval.searcher import Searcher
 
         searcher = Searcher(vault, store=store, mode="hybrid")
         t0 = time.perf_counter()
         searcher.sync_vectors(progress=False)
         print(f"vectors for {len(mapping)} turn notes in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        recallers["hybrid"] = Recaller(vault, search=RecallSearch(store, "hybrid", lambda: (searcher.vectors, None)),
+                                       refresh_interval=None)
+        recallers["hybrid"].refresh()
+        systems += ["search (hybrid)", "recall (hybrid), k=5", "recall (hybrid), as injected"]
 
-        def vector_hybrid(query: str, k: int, prefix: str | None) -> list[tuple[str, bool]]:
-            hits = searcher.search(query, k=k, filters=Filters(path_prefix=prefix), mode="hybrid").hits
-            return [(h.path, h.exact) for h in hits]
-
-        fused_vec = Recaller(vault, hybrid=vector_hybrid, refresh_interval=None)
-        fused_vec.refresh()
-        systems.update({"hybrid search (lexical+vectors)": [], "recall fused with it, k=5": []})
-    times: dict[str, list[float]] = {k: [] for k in systems}
-
-    def score(paths: list[str], qid: str) -> float:
-        rel = {d for d, g in qrels[qid].items() if g > 0}
-        got = {mapping.get(p) for p in paths[:5]}
-        return len(rel & got) / len(rel) if rel else 0.0
+    def relevant(qid: str) -> set[str]:
+        return {d for d, g in qrels[qid].items() if g > 0}
 
     def run_system(name: str, prompt: str, prefix: str) -> list[str]:
-        if name == "hybrid search (lexical)":
+        mode = name.split("(", 1)[1].split(")", 1)[0]
+        if name.startswith("search"):
+            if mode == "hybrid":
+                return [h.path for h in searcher.search(prompt, k=5, filters=Filters(path_prefix=prefix), mode="hybrid").hits]
             return [h.path for h in search(store, prompt, k=5, filters=Filters(path_prefix=prefix), mode="lexical").hits]
-        if name == "recall alone":
-            return [n.path for n in alone.recall(prompt, k=5, fuse=False, prefix=prefix).notes]
-        if name == "recall fused, k=5":
-            return [n.path for n in fused.recall(prompt, k=5, prefix=prefix).notes]
-        if name == "hybrid search (lexical+vectors)":
-            return [p for p, _ in vector_hybrid(prompt, 5, prefix)]
-        if name == "recall fused with it, k=5":
-            return [n.path for n in fused_vec.recall(prompt, k=5, prefix=prefix).notes]
-        block = fused.recall(prompt, prefix=prefix).block
+        if name.endswith("k=5"):
+            return [n.path for n in recallers[mode].recall(prompt, k=5, prefix=prefix).notes]
+        block = recallers[mode].recall(prompt, prefix=prefix).block
         return [e.path for e in block.included] if block else []
+
+    totals: dict[str, dict[str, list[float]]] = {n: {"recall": [], "lines": [], "precision": [], "ms": []} for n in systems}
+
+    def measure(name: str, paths: list[str], qid: str, took: float) -> None:
+        rel = relevant(qid)
+        got = [mapping.get(p) for p in paths[:5]]
+        t = totals[name]
+        t["recall"].append(len(rel & set(got)) / len(rel) if rel else 0.0)
+        t["lines"].append(len(got))
+        if got:
+            t["precision"].append(sum(1 for g in got if g in rel) / len(got))
+        t["ms"].append(took)
 
     for q in queries:
         prefix = q["metadata"]["sample_id"] + "/"
-        prompt = q["text"]
         for name in systems:
             t0 = time.perf_counter()
-            paths = run_system(name, prompt, prefix)
-            times[name].append(time.perf_counter() - t0)
-            systems[name].append(score(paths, q["_id"]))
-    rows = [{"system": name, "recall@5": round(sum(v) / len(v), 4), "p50_ms": latency_summary(times[name])["p50_ms"],
-             "queries": len(v)} for name, v in systems.items()]
-    return {"notes": len(mapping), "queries": len(queries), "rows": rows}
+            paths = run_system(name, q["text"], prefix)
+            measure(name, paths, q["_id"], time.perf_counter() - t0)
+    # The weak-tail cut: what each share of the best hit's evidence keeps (lexical recall, as injected).
+    sweep = []
+    saved = recall_score.KEEP_TOP, recall_score.TAIL_SHARE
+    try:
+        for setting in args.tail_settings:
+            keep, share = setting.split(":")
+            recall_score.KEEP_TOP, recall_score.TAIL_SHARE = int(keep), float(share)
+            name = f"as injected, top {keep} kept, then share >= {share}"
+            totals[name] = {"recall": [], "lines": [], "precision": [], "ms": []}
+            for q in queries:
+                t0 = time.perf_counter()
+                block = lexical.recall(q["text"], prefix=q["metadata"]["sample_id"] + "/").block
+                measure(name, [e.path for e in block.included] if block else [], q["_id"], time.perf_counter() - t0)
+            sweep.append(name)
+    finally:
+        recall_score.KEEP_TOP, recall_score.TAIL_SHARE = saved
+
+    def row(name: str) -> dict[str, Any]:
+        t = totals[name]
+        return {"system": name, "recall@5": round(statistics.fmean(t["recall"]), 4),
+                "lines per prompt": round(statistics.fmean(t["lines"]), 2),
+                "precision of lines": round(statistics.fmean(t["precision"]), 4) if t["precision"] else 0.0,
+                "empty blocks": sum(1 for n in t["lines"] if n == 0),
+                "p50_ms": latency_summary(t["ms"])["p50_ms"], "queries": len(t["recall"])}
+
+    return {"notes": len(mapping), "queries": len(queries), "rows": [row(n) for n in systems],
+            "tail_sweep": [row(n) for n in sweep]}
 
 
 def golden(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -277,13 +304,12 @@ def golden(args: argparse.Namespace) -> list[dict[str, Any]]:
     sync(vault, progress=False)
     store = Store(vault)
     spec = yaml.safe_load((vault / "memory-hub-eval.yaml").read_text(encoding="utf-8"))
-    fused = Recaller(vault, refresh_interval=None)
-    alone = Recaller(vault, hybrid=False, refresh_interval=None)
+    recaller = Recaller(vault, search=RecallSearch(store, "lexical"), refresh_interval=None)
     rows = []
     for name, fn in (
-        ("hybrid search (lexical)", lambda q: [h.path for h in search(store, q, k=5, mode="lexical").hits]),
-        ("recall alone", lambda q: [n.path for n in alone.recall(q, k=5, fuse=False).notes]),
-        ("recall fused", lambda q: [n.path for n in fused.recall(q, k=5).notes]),
+        ("search (lexical)", lambda q: [h.path for h in search(store, q, k=5, mode="lexical").hits]),
+        ("recall, k=5", lambda q: [n.path for n in recaller.recall(q, k=5).notes]),
+        ("recall, as injected", lambda q: [e.path for e in (recaller.recall(q).block or Block("", "")).included]),
     ):
         hits = [any(e in fn(c["query"]) for e in c["expect"]) for c in spec["cases"]]
         # recall gives prompts of one or two characters no block, by design (too short to be a prompt)
@@ -304,6 +330,8 @@ def main() -> int:
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-locomo", action="store_true")
     parser.add_argument("--locomo-limit", type=int, default=0)
+    parser.add_argument("--tail-settings", nargs="*", default=["10:0", "1:0.3", "2:0.3", "3:0.3", "3:0.5"],
+                        help="weak-tail cuts to sweep on LoCoMo, KEEP_TOP:TAIL_SHARE (10:0 = no cut)")
     parser.add_argument("--vectors", action="store_true",
                         help="also compare with the lexical+vector hybrid search (embeds the LoCoMo turns first)")
     args = parser.parse_args()
@@ -328,7 +356,11 @@ def main() -> int:
         loc = locomo(args)
         result["locomo"] = loc
         print(f"\n## LoCoMo evidence recall@5 ({loc['queries']} questions, {loc['notes']} turn notes)")
-        print_table(loc["rows"], ["system", "recall@5", "p50_ms", "queries"])
+        cols = ["system", "recall@5", "lines per prompt", "precision of lines", "empty blocks", "p50_ms", "queries"]
+        print_table(loc["rows"], cols)
+        if loc["tail_sweep"]:
+            print("\n## The weak-tail cut (recall, lexical, as injected)")
+            print_table(loc["tail_sweep"], cols)
     path = write_result("recall", result)
     print(f"\nwrote {path}")
     return 0

@@ -289,6 +289,17 @@ SETTINGS: tuple[Setting, ...] = (
             env="MEMORY_HUB_MAX_NOTE_BYTES"),
     Setting("server.token", "", _str, "bearer token, required to serve beyond loopback (environment only)",
             env="MEMORY_HUB_TOKEN", files=(), secret=True),
+    Setting("server.read_timeout", 10.0, _float(0.5, 3600), "seconds an HTTP connection has to send a whole request",
+            env="MEMORY_HUB_HTTP_READ_TIMEOUT"),
+    Setting("server.idle_timeout", 5.0, _float(0.5, 3600), "seconds an HTTP keep-alive connection may stay idle",
+            env="MEMORY_HUB_HTTP_IDLE_TIMEOUT"),
+    Setting("server.max_connections", 256, _int(8, 65536),
+            "HTTP connections open at once (lowered to fit the file-descriptor limit)",
+            env="MEMORY_HUB_HTTP_MAX_CONNECTIONS"),
+    Setting("server.session_ttl", 1800.0, _float(1, 7 * 86400), "seconds an MCP session may go without a request",
+            env="MEMORY_HUB_HTTP_SESSION_TTL"),
+    Setting("server.max_sessions", 100, _int(1, 100_000), "MCP sessions live at once (a new one ends the idlest)",
+            env="MEMORY_HUB_HTTP_MAX_SESSIONS"),
 )
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -40,15 +41,21 @@ def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @contextmanager
 def server(vault: Path, transport: str, host: str = "127.0.0.1", token: str | None = None,
-           extra: list[str] | None = None) -> Iterator[tuple[int, subprocess.Popen]]:
+           extra: list[str] | None = None, env: dict[str, str] | None = None,
+           fd_limit: int | None = None) -> Iterator[tuple[int, subprocess.Popen]]:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "MEMORY_HUB_TOKEN"}
+    environ = {k: v for k, v in os.environ.items() if k != "MEMORY_HUB_TOKEN"} | (env or {})
     if token:
-        env["MEMORY_HUB_TOKEN"] = token
+        environ["MEMORY_HUB_TOKEN"] = token
+
+    def limit_fds() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, fd_limit))
+
     proc = subprocess.Popen(
         [MEMORY_HUB, "--vault", str(vault), "serve", "--transport", transport, "--host", host,
          "--port", str(port), "--no-warm", *(extra or [])],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=limit_fds if fd_limit else None,
     )
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
@@ -167,3 +174,120 @@ def test_token_is_checked_when_bound_beyond_loopback(vault: Path) -> None:
     assert foreign.status_code == 421
     assert unauth_mcp.status_code == 401
     assert len(results) == 2
+
+
+# -- issue 11: strict headers, timeouts, caps, quiet back-pressure -------------------------------
+
+def _raw(port: int, data: bytes, wait: float = 8.0) -> tuple[bytes, float]:
+    """Send ``data`` on a fresh connection; what came back and how long until the server closed it
+    (``wait`` when it never did)."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.settimeout(wait)
+        if data:
+            s.sendall(data)
+        got = b""
+        try:
+            while chunk := s.recv(65536):
+                got += chunk
+        except TimeoutError:
+            return got, wait
+    return got, time.monotonic() - started
+
+
+def test_host_and_origin_are_parsed_strictly(vault: Path) -> None:
+    with server(vault, "http") as (port, _):
+        base = f"http://127.0.0.1:{port}"
+
+        def status(headers: dict[str, str]) -> int:
+            return httpx.get(f"{base}/health", headers=headers).status_code
+
+        userinfo = status({"Host": f"localhost:{port}@evil.com"})
+        listed = status({"Host": f"localhost:{port}, evil.com"})
+        pair = status({"Host": "a, b"})
+        spaced = status({"Host": "localhost evil.com"})
+        bad_port = status({"Host": "localhost:99999"})
+        origin_userinfo = status({"Origin": f"http://localhost:{port}@evil.com"})
+        ipv6 = status({"Host": f"[::1]:{port}"})
+        twice, _ = _raw(port, f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nHost: evil.com\r\n"
+                              "Connection: close\r\n\r\n".encode())
+        fine = status({"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"})
+    assert userinfo == listed == pair == spaced == bad_port == 400
+    assert origin_userinfo in (400, 403)
+    assert twice.startswith(b"HTTP/1.1 400")
+    assert ipv6 == 200 and fine == 200
+
+
+def test_idle_and_partial_connections_time_out(vault: Path) -> None:
+    env = {"MEMORY_HUB_HTTP_READ_TIMEOUT": "1", "MEMORY_HUB_HTTP_IDLE_TIMEOUT": "1"}
+    with server(vault, "http", env=env) as (port, _):
+        _, silent = _raw(port, b"")
+        _, partial_head = _raw(port, f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode())
+        _, partial_body = _raw(port, f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                                     "Content-Length: 500\r\n\r\n{".encode())
+        answered, kept_alive = _raw(port, f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        health = httpx.get(f"http://127.0.0.1:{port}/health").json()
+    # Each was closed by the server (the wait is 8 s; the limits are 1 s).
+    assert silent < 6 and partial_head < 6 and partial_body < 6, (silent, partial_head, partial_body)
+    assert answered.startswith(b"HTTP/1.1 200") and kept_alive < 6
+    assert health["http"]["timed_out_connections"] >= 3
+
+
+def test_a_low_fd_limit_and_idle_connections_never_make_it_unreachable(vault: Path) -> None:
+    env = {"MEMORY_HUB_HTTP_READ_TIMEOUT": "2"}
+    idle: list[socket.socket] = []
+    with server(vault, "http", env=env, fd_limit=256) as (port, proc):
+        try:
+            for _ in range(300):  # more than the process has descriptors for
+                idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            deadline = time.monotonic() + 20
+            while True:  # the idle ones are closed by the server after the read timeout
+                try:
+                    health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=3)
+                    if health.status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "server unreachable"
+                time.sleep(0.5)
+            again = httpx.get(f"http://127.0.0.1:{port}/health", timeout=3)
+        finally:
+            for s in idle:
+                s.close()
+        proc.terminate()
+        _, err = proc.communicate(timeout=15)
+    info = health.json()["http"]
+    assert again.status_code == 200
+    assert info["max_connections"] < 256 and info["refused_connections"] + info["timed_out_connections"] >= 100
+    assert "Traceback" not in err and len(err.splitlines()) < 40, err[-3000:]
+
+
+def test_abandoned_sessions_expire_and_are_capped(vault: Path) -> None:
+    env = {"MEMORY_HUB_HTTP_MAX_SESSIONS": "5", "MEMORY_HUB_HTTP_SESSION_TTL": "2"}
+    headers = {"Accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    with server(vault, "http", env=env) as (port, _):
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client() as client:  # twelve sessions opened and never closed
+            ids = [client.post(f"{base}/mcp", json=init, headers=headers).headers["mcp-session-id"] for _ in range(12)]
+
+            def use(session: str) -> int:
+                return client.post(f"{base}/mcp", json=listing, headers={
+                    **headers, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}).status_code
+
+            live = httpx.get(f"{base}/health").json()["http"]
+            oldest, newest = use(ids[0]), use(ids[-1])
+
+            async def real_client() -> int:
+                async with Client(f"{base}/mcp") as c:
+                    return len(await c.list_tools())
+
+            tools = asyncio.run(real_client())
+            time.sleep(3.5)  # longer than the TTL, with no request
+            expired = use(ids[-1])
+            after = httpx.get(f"{base}/health").json()["http"]
+    assert live["sessions"] <= 5 and live["evicted_sessions"] >= 7
+    assert oldest == 404 and newest == 200 and tools == 6
+    assert expired == 404 and after["sessions"] == 0

@@ -4,7 +4,7 @@ The seed calls this the write path's safety net: the person rarely stops to reco
 became obvious, so at session end the transcript tail is read back and the technical discoveries
 (not the conversation) are kept. Steps:
 
-1. candidates — with an LLM endpoint configured (``capture/llm.py``) one call judges the tail and
+1. candidates — with an LLM endpoint configured (``services/llm.py``) one call judges the tail and
    returns learnings as JSON; otherwise a deterministic extractor keeps sentences that carry both a
    technical signal (code, paths, error names, flags, versions) and a finding cue ("root cause",
    "the fix", "turns out", 原因, 対処 …) and drops chit-chat.
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import settings
+from ..services.llm import LLMError, chat_json, configured
 from ..vault.markdown import plain_text, trim
 from ..vault.notes import parse_note
 from ..vault.redact import redact, redact_report
@@ -38,7 +39,6 @@ from ..vault.walk import read_note_text
 from ..vault.writer import NoteExists, create_note, unique_note_path
 from . import classify as cls
 from .braindump import CaptureError, render_capture
-from .llm import LLMError, chat_json, configured
 
 DUPLICATE = 0.8  # share of a candidate's terms already in one note: nothing new, dropped
 RELATED = 0.45  # partial overlap: kept, and linked to that note

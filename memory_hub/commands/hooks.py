@@ -82,8 +82,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
     if args.budget is None:
         args.budget = settings_of(args)["hooks.budget"]
     t0 = time.perf_counter()
-    out = None
-    if not args.no_fuse and not args.in_process:
+    out = reply = None
+    if not args.in_process:
         reply = ask_server(vault, {"op": "recall", "prompt": args.prompt, "session_id": args.session,
                                    "budget": args.budget})
         out = reply if reply and reply.get("ok") else None
@@ -91,22 +91,27 @@ def cmd_recall(args: argparse.Namespace) -> int:
         from ..hooks.prompt import answer
         from ..retrieval.recall import Recaller
 
-        out = answer(Recaller(vault, hybrid=not args.no_fuse), args.prompt, args.session, served_by="cli",
-                     budget=args.budget)
+        why = reply.get("error") if reply else None  # a server that could not answer: say why
+        out = answer(Recaller(vault), args.prompt, args.session, served_by="cli", budget=args.budget, fallback=why)
     event = out["telemetry"]
     if args.json:
         print_json({"block": out["block"], "injected": out["injected"], "mode": event.get("mode"),
                     "mode_chosen": event.get("mode_chosen"), "confidence": event.get("confidence"),
                     "tokens": event.get("tokens"), "skipped": event.get("skipped"),
                     "fallback": event.get("fallback"), "served_by": event.get("served_by"),
+                    "search_mode": event.get("search_mode"), "low_confidence": event.get("low_confidence"),
+                    "hint": event.get("hint"), "warnings": event.get("warnings") or [],
                     "ms": round((time.perf_counter() - t0) * 1000, 1)})
         return 0
+    for warning in event.get("warnings") or []:
+        print(f"warning: {warning}", file=sys.stderr)
     if out["block"]:
         print(out["block"])
     else:
         print(f"(no block: {event.get('skipped') or 'nothing relevant'})")
     print(f"mode={event.get('mode')} (chosen {event.get('mode_chosen')}), confidence={event.get('confidence')}, "
           f"{event.get('tokens')} tokens, {event.get('candidates')} candidates, served by {event.get('served_by')}"
+          + f", search {event.get('search_mode')}, hint: {event.get('hint_path')}"
           + (f", fallback: {event['fallback']}" if event.get("fallback") else ""), file=sys.stderr)
     return 0
 
@@ -129,7 +134,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "-"
 
     print(f"recalls: {data['recalls']} ({data['with_block']} with a block), {when(data['first'])} → {when(data['last'])}")
-    for key in ("served_by", "mode_chosen", "mode_final", "confidence", "skipped", "fallback"):
+    for key in ("served_by", "mode_chosen", "mode_final", "confidence", "skipped", "fallback", "hint_path"):
         if data[key]:
             print(f"{key}: " + ", ".join(f"{k} {v}" for k, v in sorted(data[key].items(), key=lambda kv: -kv[1])))
     for path, lat in data["latency_ms"].items():
@@ -176,7 +181,6 @@ def register(add: Any) -> None:
     p.add_argument("prompt")
     p.add_argument("--session", help="session id: notes already shown in it are not repeated")
     p.add_argument("--budget", type=budget, default=None, help="token budget of the block (default: hooks.budget, 1200)")
-    p.add_argument("--no-fuse", action="store_true", help="recall's own ranking only, without the hybrid search")
     p.add_argument("--in-process", action="store_true", help="recall in this process even when a server runs")
 
     p = add("stats", cmd_stats, "summarise recall telemetry: paths served, modes, latency, fallbacks")

@@ -63,7 +63,7 @@ def cmd_vectors(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ..eval.golden import GoldenError, load_cases, run_eval
+    from ..eval.golden import GoldenError, Ranked, load_cases, run_eval
     from ..retrieval.search import QueryError
     from ..retrieval.searcher import Searcher
 
@@ -75,14 +75,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     searcher = Searcher(vault, embedder=args.embedder, reranker=args.reranker)
     warnings: set[str] = set()
 
-    def run(query: str, n: int) -> list[str]:
+    def run(query: str, n: int) -> Ranked:
         try:
             result = searcher.search(query, k=n, mode=args.mode)
         except QueryError as exc:
             warnings.add(str(exc))
-            return []
+            return Ranked([])
         warnings.update(result.warnings)
-        return [h.path for h in result.hits]
+        return Ranked.of(result, [h.path for h in result.hits])
 
     report = run_eval(vault, cases, run, k=args.k or k, threshold=threshold, mode=args.mode or searcher.mode)
     if args.json:
@@ -94,11 +94,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     for c in report.cases:
         if c.status == "pass":
-            print(f"PASS  #{c.rank} {c.query}")
+            print(f"PASS  {'--' if c.no_answer else f'#{c.rank}'} {c.query}")
+        elif c.status == "fail" and c.no_answer:
+            print(f"FAIL     {c.query}  (expected no answer or a low-confidence flag; got {', '.join(c.top[:3])})")
         elif c.status == "fail":
-            print(f"FAIL     {c.query}  (expected {', '.join(c.expect)}; got {', '.join(c.top[:3]) or 'nothing'})")
+            expected = ("all of " if c.expect_all else "") + ", ".join(c.expect)
+            print(f"FAIL     {c.query}  (expected {expected}; got {', '.join(c.top[:3]) or 'nothing'})")
         else:
             print(f"SKIP     {c.query}  (expected notes no longer exist: {', '.join(c.missing)})")
+    categories = report.by_category()
+    if set(categories) != {"uncategorized"}:
+        width = max(len(name) for name in categories)
+        for name, row in categories.items():
+            mrr = "-" if row["mrr"] is None else f"{row['mrr']:.3f}"
+            print(f"  {name.ljust(width)}  {row['passed']}/{row['evaluable']} passed "
+                  f"({row['pass_rate']:.0%}), MRR {mrr}" + (f", {row['skipped']} skipped" if row["skipped"] else ""))
     print(f"{report.passed}/{report.evaluable} evaluable cases passed ({report.pass_rate:.0%}, need "
           f"{report.threshold:.0%}), {report.skipped} skipped, MRR {report.mrr:.3f}, mode {report.mode}: "
           + ("OK" if report.ok else "FAILED"))

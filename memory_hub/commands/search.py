@@ -29,9 +29,12 @@ SERVER_TIMEOUT = 10.0  # a warm server answers in milliseconds; this only bounds
 
 def ask_server(vault: Path, payload: dict[str, Any], timeout: float = SERVER_TIMEOUT) -> dict[str, Any] | None:
     """A running server's reply to one request, or None when none serves this vault."""
-    from ..server.local_socket import request
+    from ..server.local_socket import UnsafeSocketDir, request
 
-    return request(vault, {**payload, "client": "cli"}, timeout=timeout)
+    try:
+        return request(vault, {**payload, "client": "cli"}, timeout=timeout)
+    except UnsafeSocketDir as exc:  # another user could be listening: never ask it, say why
+        return {"ok": False, "error": f"unsafe-socket: {exc}"}
 
 
 def _in_process(vault: Path, args: argparse.Namespace, mode: str | None, filters: dict[str, Any]) -> dict[str, Any]:

@@ -10,19 +10,19 @@ from .shell import CliError, print_json, vault_path, warn
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ..server.run import GuardError, PortInUse, serve
+    from ..server.run import GuardError, PortInUse, exit_now, serve
 
     vault = vault_path(args)
     try:
-        serve(vault, args.transport, args.host, args.port, allowed_hosts=args.allow_host or [],
-              watch=not args.no_watch, rescan_every=args.rescan or None, warm=not args.no_warm,
-              hooks_socket=not args.no_hooks_socket,
-              log_level=args.log_level)
+        code = serve(vault, args.transport, args.host, args.port, allowed_hosts=args.allow_host or [],
+                     watch=not args.no_watch, rescan_every=args.rescan or None, warm=not args.no_warm,
+                     hooks_socket=not args.no_hooks_socket,
+                     log_level=args.log_level)
     except GuardError as exc:
         raise CliError(str(exc), code=2) from None
     except PortInUse as exc:
         raise CliError(exc.strerror or str(exc)) from None
-    return 0
+    exit_now(code)  # a model may still be loading natively: never finalise the interpreter under it
 
 
 def cmd_sync(args: argparse.Namespace) -> int:

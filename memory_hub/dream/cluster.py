@@ -73,7 +73,7 @@ _SYSTEM = (
 
 def partition_llm(titles: Sequence[str]) -> list[list[int]]:
     """One call over the list of titles; the reply is validated into a true partition."""
-    from ..capture.llm import LLMError, chat_json
+    from ..services.llm import LLMError, chat_json
 
     listing = "\n".join(f"{i + 1}. {t}" for i, t in enumerate(titles))
     reply = chat_json(_SYSTEM, listing)
@@ -105,7 +105,7 @@ def cluster(titles: Sequence[str], vectors: np.ndarray | None, backend: str, use
     """(groups, method, warnings): LLM partition when asked and working, else the medoid partition."""
     warnings: list[str] = []
     if use_llm and titles:
-        from ..capture.llm import LLMError
+        from ..services.llm import LLMError
 
         try:
             return split_grab_bags(partition_llm(titles)), "llm", warnings

@@ -201,7 +201,7 @@ def run_dream(vault: Path, dry_run: bool = False, *, backend: str | None = None,
         raise DreamError(f"{vault} is not a git repository; dream commits every change so it can be reverted "
                          "(run `git init` there, or use --dry-run)")
     if use_llm is None:
-        from ..capture.llm import configured
+        from ..services.llm import configured
 
         use_llm = configured() is not None
     report = DreamReport(dry_run=dry_run, backend=backend)

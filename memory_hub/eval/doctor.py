@@ -151,10 +151,14 @@ def check_recall_index(vault: Path) -> Check:
 
 
 def check_server(vault: Path) -> Check:
-    from ..server.local_socket import request, socket_path
+    from ..server.local_socket import UnsafeSocketDir, request, socket_path
 
-    path = socket_path(vault)
-    reply = request(vault, {"op": "ping"}, timeout=1.0)
+    try:
+        path = socket_path(vault)
+        reply = request(vault, {"op": "ping"}, timeout=1.0)
+    except UnsafeSocketDir as exc:
+        return Check("server", FAIL, f"the hooks socket's folder is not private, so nothing uses it: {exc}",
+                     "make it yours with mode 0700 (or remove it), or set $XDG_RUNTIME_DIR to a private folder")
     if reply and reply.get("ok"):
         return Check("server", PASS, f"`memory-hub serve` (pid {reply.get('pid')}) serves {reply.get('vault')} "
                      f"and answers on {path}",

@@ -8,11 +8,21 @@ A cases file lists fixed queries and the notes each should find::
       - query: "how do I roll back a bad release"
         expect: [runbooks/blue-green-rollback.md, blue-green-deploys.md]
         k: 3              # optional, per case
+        category: paraphrase   # optional: pass rates and MRR are also reported per category
+      - query: "rotate the TLS cert, then purge the CDN"
+        expect: [runbooks/tls-certificate-rotation.md, cache-invalidation-on-deploy.md]
+        expect_all: true  # the answer needs every listed note
+      - query: "zyxquorble"
+        expect: []        # no good answer exists in this vault
 
-A case passes when any expected note is in the top k. A case whose expected notes no longer exist
-in the vault is skipped, not failed (vaults change; a renamed note is not a retrieval bug), and every
-skip is reported so the file can be fixed. The suite passes when at least ``threshold`` of the
-evaluable cases pass.
+A case passes when any expected note is in the top k; with ``expect_all: true`` only when every
+expected note is (its rank, for MRR, is still the best expected note's). A case with ``expect: []``
+is a no-answer case: it passes only when the search returns nothing or says its results are
+low-confidence (``Ranked.low_confidence``, read from the search result's ``low_confidence`` field;
+a result without that field counts as confident). No-answer cases count in the pass rate, not in
+MRR (they have no rank). A case whose expected notes no longer exist in the vault is skipped, not
+failed (vaults change; a renamed note is not a retrieval bug), and every skip is reported so the
+file can be fixed. The suite passes when at least ``threshold`` of the evaluable cases pass.
 """
 
 from __future__ import annotations
@@ -30,8 +40,27 @@ from ..vault.safe_io import is_file
 DEFAULT_K = 5
 DEFAULT_THRESHOLD = 0.8
 
-# (query, k) → vault-relative paths, best first
-SearchFn = Callable[[str, int], list[str]]
+# the search result attribute (or JSON key) a no-answer case reads; absent means "confident"
+LOW_CONFIDENCE_FIELD = "low_confidence"
+UNCATEGORIZED = "uncategorized"
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """What one search returned: vault-relative paths, best first, and whether it flagged them as weak."""
+
+    paths: list[str]
+    low_confidence: bool = False
+
+    @classmethod
+    def of(cls, result: Any, paths: list[str]) -> Ranked:
+        """Read the low-confidence flag from a search result object or its JSON dict."""
+        flag = result.get(LOW_CONFIDENCE_FIELD) if isinstance(result, dict) else getattr(result, LOW_CONFIDENCE_FIELD, None)
+        return cls(paths, bool(flag))
+
+
+# (query, k) → vault-relative paths, best first (or a Ranked carrying the low-confidence flag)
+SearchFn = Callable[[str, int], list[str] | Ranked]
 
 
 class GoldenError(ValueError):
@@ -44,6 +73,12 @@ class Case:
     expect: list[str]
     k: int | None = None
     line: int = 0  # position in the file (1-based case number), for messages
+    category: str | None = None
+    expect_all: bool = False  # every expected note must be in the top k
+
+    @property
+    def no_answer(self) -> bool:
+        return not self.expect
 
 
 @dataclass
@@ -56,10 +91,37 @@ class CaseResult:
     top: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # expected notes not in the vault
     ms: float = 0.0
+    category: str | None = None
+    expect_all: bool = False
+    ranks: dict[str, int | None] = field(default_factory=dict)  # each present expected note → rank in top k
+    low_confidence: bool = False  # the search flagged its results as weak
+
+    @property
+    def no_answer(self) -> bool:
+        return not self.expect
+
+    @property
+    def all_found(self) -> bool:
+        """Every expected note still in the vault is in the top k (False for no-answer cases)."""
+        return bool(self.ranks) and all(r is not None for r in self.ranks.values())
 
     def as_dict(self) -> dict[str, Any]:
-        return {"query": self.query, "expect": self.expect, "k": self.k, "status": self.status, "rank": self.rank,
+        data = {"query": self.query, "expect": self.expect, "k": self.k, "status": self.status, "rank": self.rank,
                 "top": self.top, "missing": self.missing, "ms": round(self.ms, 1)}
+        if self.category is not None:
+            data["category"] = self.category
+        if self.expect_all:
+            data["expect_all"] = True
+            data["ranks"] = self.ranks
+        if self.no_answer:
+            data["low_confidence"] = self.low_confidence
+        return data
+
+
+def _mrr(cases: list[CaseResult]) -> float:
+    """Mean reciprocal rank over evaluable cases that have an answer (no-answer cases have no rank)."""
+    ranked = [c for c in cases if c.status != "skip" and not c.no_answer]
+    return sum(1.0 / c.rank if c.rank else 0.0 for c in ranked) / len(ranked) if ranked else 0.0
 
 
 @dataclass
@@ -90,8 +152,21 @@ class EvalReport:
 
     @property
     def mrr(self) -> float:
-        ranks = [1.0 / c.rank if c.rank else 0.0 for c in self.cases if c.status != "skip"]
-        return sum(ranks) / len(ranks) if ranks else 0.0
+        return _mrr(self.cases)
+
+    def by_category(self) -> dict[str, dict[str, Any]]:
+        """Pass rate and MRR per category (cases without one under ``uncategorized``), in file order."""
+        groups: dict[str, list[CaseResult]] = {}
+        for c in self.cases:
+            groups.setdefault(c.category or UNCATEGORIZED, []).append(c)
+        out = {}
+        for name, cases in groups.items():
+            passed = sum(c.status == "pass" for c in cases)
+            evaluable = sum(c.status != "skip" for c in cases)
+            out[name] = {"passed": passed, "evaluable": evaluable, "skipped": len(cases) - evaluable,
+                         "pass_rate": round(passed / evaluable, 4) if evaluable else 0.0,
+                         "mrr": None if all(c.no_answer for c in cases) else round(_mrr(cases), 4)}
+        return out
 
     @property
     def ok(self) -> bool:
@@ -101,7 +176,8 @@ class EvalReport:
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "mode": self.mode, "passed": self.passed, "failed": self.failed,
                 "skipped": self.skipped, "evaluable": self.evaluable, "pass_rate": round(self.pass_rate, 4),
-                "threshold": self.threshold, "mrr": round(self.mrr, 4), "cases": [c.as_dict() for c in self.cases]}
+                "threshold": self.threshold, "mrr": round(self.mrr, 4), "categories": self.by_category(),
+                "cases": [c.as_dict() for c in self.cases]}
 
 
 def load_cases(path: Path) -> tuple[list[Case], int, float]:
@@ -133,12 +209,25 @@ def load_cases(path: Path) -> tuple[list[Case], int, float]:
             expect = [expect]
         if not isinstance(query, str) or not query.strip():
             raise GoldenError(f"{path}: case {n} has no query")
-        if not isinstance(expect, list) or not expect or not all(isinstance(e, str) and e for e in expect):
-            raise GoldenError(f"{path}: case {n} ({query!r}) needs 'expect': a note path or a list of them")
+        if not isinstance(expect, list) or not all(isinstance(e, str) and e.strip() for e in expect):
+            raise GoldenError(f"{path}: case {n} ({query!r}) needs 'expect': a note path or a list of them "
+                              "(an empty list [] for a question the vault has no answer to)")
         case_k = raw.get("k")
         if case_k is not None and (not isinstance(case_k, int) or case_k < 1):
             raise GoldenError(f"{path}: case {n} ({query!r}) has k={case_k!r}; use a positive integer")
-        cases.append(Case(query.strip(), [e.strip().lstrip("/") for e in expect], case_k, n))
+        category = raw.get("category")
+        if category is not None and (not isinstance(category, str) or not category.strip()):
+            raise GoldenError(f"{path}: case {n} ({query!r}) has category={category!r}; use a short name")
+        expect_all = raw.get("expect_all", False)
+        if not isinstance(expect_all, bool):
+            raise GoldenError(f"{path}: case {n} ({query!r}) has expect_all={expect_all!r}; use true or false")
+        if expect_all and len(expect) < 2:
+            raise GoldenError(f"{path}: case {n} ({query!r}) has expect_all but fewer than two expected notes")
+        unknown = set(raw) - {"query", "expect", "k", "category", "expect_all"}
+        if unknown:
+            raise GoldenError(f"{path}: case {n} ({query!r}) has unknown keys: {', '.join(sorted(map(str, unknown)))}")
+        cases.append(Case(query.strip(), [e.strip().lstrip("/") for e in expect], case_k, n,
+                          category.strip() if category else None, expect_all))
     if not cases:
         raise GoldenError(f"{path}: no cases")
     return cases, k, float(threshold)
@@ -153,12 +242,24 @@ def run_eval(vault: Path, cases: list[Case], search: SearchFn, k: int = DEFAULT_
         case_k = case.k or k
         present = [e for e in case.expect if is_file(vault, e)]  # inside the vault only (safe_io)
         missing = [e for e in case.expect if e not in present]
-        if not present:
-            results.append(CaseResult(case.query, case.expect, case_k, "skip", missing=missing))
+        base = {"category": case.category, "expect_all": case.expect_all}
+        if case.expect and not present:
+            results.append(CaseResult(case.query, case.expect, case_k, "skip", missing=missing, **base))
             continue
         t0 = time.perf_counter()
-        top = search(case.query, case_k)[:case_k]
+        answer = search(case.query, case_k)
         ms = (time.perf_counter() - t0) * 1000
-        rank = next((r for r, p in enumerate(top, start=1) if p in present), None)
-        results.append(CaseResult(case.query, case.expect, case_k, "pass" if rank else "fail", rank, top, missing, ms))
+        ranked = answer if isinstance(answer, Ranked) else Ranked(list(answer))
+        top = ranked.paths[:case_k]
+        if case.no_answer:
+            ok = not top or ranked.low_confidence
+            results.append(CaseResult(case.query, case.expect, case_k, "pass" if ok else "fail", None, top,
+                                      ms=ms, low_confidence=ranked.low_confidence, **base))
+            continue
+        ranks = {e: (top.index(e) + 1 if e in top else None) for e in present}
+        found = [r for r in ranks.values() if r is not None]
+        rank = min(found) if found else None
+        ok = all(r is not None for r in ranks.values()) if case.expect_all else rank is not None
+        results.append(CaseResult(case.query, case.expect, case_k, "pass" if ok else "fail", rank, top, missing, ms,
+                                  ranks=ranks, low_confidence=ranked.low_confidence, **base))
     return EvalReport(results, threshold, mode)

@@ -104,6 +104,7 @@ def summarize(vault: Path, since: float | None = None) -> dict[str, Any]:
         "confidence": dict(Counter(str(e.get("confidence")) for e in recalls)),
         "fallback": dict(Counter(str(e["fallback"]) for e in recalls if e.get("fallback"))),
         "skipped": dict(Counter(str(e["skipped"]) for e in recalls if e.get("skipped"))),
+        "hint_path": dict(Counter(str(e["hint_path"]) for e in recalls if e.get("hint_path"))),
         "latency_ms": {k: {"p50": round(statistics.median(v), 2), "p95": _pct(v, 95), "n": len(v)}
                        for k, v in latency.items()},
         "block_tokens": {"p50": statistics.median(tokens), "max": max(tokens)} if tokens else {},

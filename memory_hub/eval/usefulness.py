@@ -4,7 +4,7 @@ Run at session end by a detached worker. For each note injected during the sessi
 whether the assistant used it: quoted it, applied its rule, paraphrased it, or opened the file.
 Appearing in the block does not count, so only the assistant's own words and tool calls are
 evidence. With a local OpenAI-compatible endpoint configured (``MEMORY_HUB_LLM_URL``, see
-``capture/llm.py``) a model is asked for JSON at temperature 0; without one, or when it fails, a
+``services/llm.py``) a model is asked for JSON at temperature 0; without one, or when it fails, a
 deterministic heuristic decides. Either way verdicts are checked against the injected set: a path
 the judge invents is dropped, never written. Notes that pass get a ``useful`` event in the usage
 log (``vault/usage.py``); the notes themselves are never written.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..retrieval.recall import tokens
+from ..retrieval.recall_index import tokens
 
 MAX_TRANSCRIPT_CHARS = 16_000
 _COMMON = frozenset("""use using used note notes file files step steps run make new add change check set get see
@@ -80,8 +80,8 @@ def _llm_prompt(injected: Sequence[dict[str, Any]], assistant_text: str, opened:
 
 def judge_llm(injected: Sequence[dict[str, Any]], assistant_text: str, opened: Sequence[str],
               config: Any = None) -> list[Verdict]:
-    """Ask the configured model; raises ``capture.llm.LLMError`` when it cannot answer."""
-    from ..capture.llm import LLMError, chat_json
+    """Ask the configured model; raises ``services.llm.LLMError`` when it cannot answer."""
+    from ..services.llm import LLMError, chat_json
 
     reply = chat_json(SYSTEM, _llm_prompt(injected, assistant_text, opened), config)
     items = reply.get("verdicts") if isinstance(reply, dict) else reply
@@ -106,7 +106,7 @@ def judge_llm(injected: Sequence[dict[str, Any]], assistant_text: str, opened: S
 def judge(injected: Sequence[dict[str, Any]], assistant_text: str, opened: Sequence[str] = (),
           use_llm: bool | None = None) -> tuple[list[Verdict], str | None]:
     """Verdicts for ``injected``, and the reason the LLM was not used (None when it was)."""
-    from ..capture.llm import LLMError, configured
+    from ..services.llm import LLMError, configured
 
     if not injected:
         return [], None

@@ -62,7 +62,9 @@ def _report_no_vault(reason: str, agent: str, event: dict[str, Any]) -> None:
 def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: float) -> tuple[str, dict[str, Any]]:
     """The block for a prompt, warm if a server answers, else cold; and how it was served."""
     from ..eval import telemetry
-    from ..server.local_socket import request
+    from ..retrieval.hints import wait_seconds as hint_seconds
+    from ..server.local_socket import UnsafeSocketDir, request
+    from ..services.llm import configured as llm_configured
 
     started = time.monotonic()
     from ..config import settings
@@ -70,11 +72,19 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
     prompt = event.get("prompt") if isinstance(event.get("prompt"), str) else ""
     session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
     budget = settings(vault)["hooks.budget"]
-    reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id, "budget": budget},
-                    timeout=min(SOCKET_TIMEOUT, deadline * 0.4))
+    # With an LLM endpoint, recall may wait this long for a same-turn hint (never past our deadline).
+    hint_wait = min(hint_seconds(), deadline * 0.4) if llm_configured() else 0.0
+    try:
+        reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id, "budget": budget,
+                                "hint_wait_ms": int(hint_wait * 1000)},
+                        timeout=min(SOCKET_TIMEOUT, deadline * 0.4) + hint_wait)
+    except UnsafeSocketDir as exc:  # another user could be listening: never ask it, say why
+        reply, unsafe = None, f"unsafe-socket: {exc}"
+    else:
+        unsafe = None
     if reply and reply.get("ok"):
         return str(reply.get("block") or ""), {"served_by": "warm"}
-    fallback = "no-server" if reply is None else f"server-error: {reply.get('error')}"
+    fallback = unsafe or ("no-server" if reply is None else f"server-error: {reply.get('error')}")
 
     box: dict[str, Any] = {}
 
@@ -85,7 +95,8 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
         try:
             recaller = Recaller(vault)
             box["out"] = answer(recaller, prompt, session_id, served_by="cold", budget=budget,
-                                deadline=started + deadline * 0.7, fallback=fallback, extra={"agent": agent})
+                                deadline=started + deadline * 0.7, fallback=fallback, extra={"agent": agent},
+                                hint_until=min(time.monotonic() + hint_wait, started + deadline * 0.85))
         except Exception as exc:  # noqa: BLE001 - reported in telemetry, never raised into the agent
             box["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -93,6 +104,8 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
     worker.start()
     worker.join(max(0.05, deadline - (time.monotonic() - started)))
     if "out" in box:
+        for warning in box["out"]["telemetry"].get("warnings") or []:
+            print(f"memory-hub hook: {warning}", file=sys.stderr)  # never silent: "nothing relevant" looks alike
         return str(box["out"]["block"] or ""), {"served_by": "cold", "fallback": fallback}
     reason = box.get("error") or "deadline"
     telemetry.record(vault, {"event": "recall", "served_by": "none", "session": session_id, "agent": agent,

@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     end.add_argument("--cwd")
     sub.add_parser("sync", help="bring the SQLite index and recall's index up to date")
     sub.add_parser("build-recall", help="build recall's own index")
+    hint = sub.add_parser("hint", help="compute the session's hint for its next prompt (a cold hook's lost race)")
+    hint.add_argument("--session", required=True)
     args = parser.parse_args(argv)
     vault = Path(args.vault).resolve()
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -59,17 +61,38 @@ def main(argv: list[str] | None = None) -> int:
         prune(vault)
         print(f"{stamp} judged session {args.session}: {len(summary['used'])}/{summary['injected']} used "
               f"({summary['judge']}; {summary['fallback'] or 'llm'})", flush=True)
+    if args.job == "hint":
+        return _hint(vault, args.session, stamp)
     if args.job in ("session-end", "sync"):
         from ..index.sync import sync
 
         report = sync(vault, progress=False)
         print(f"{stamp} sync: {report.summary()}", flush=True)
     if args.job in ("session-end", "sync", "build-recall"):
-        from ..retrieval.recall import RecallIndex
+        from ..retrieval.recall_index import RecallIndex
 
         index = RecallIndex(vault)
         index.load()
         print(f"{stamp} recall index: {index.refresh()}", flush=True)
+    return 0
+
+
+def _hint(vault: Path, session_id: str, stamp: str) -> int:
+    """Ask for the hint a cold hook could not wait for, and keep it for the session's next prompt."""
+    from ..retrieval import hints, session
+    from ..services.llm import LLMError
+
+    pending = session.load(vault, session_id).get("hint_pending")
+    if not isinstance(pending, dict) or not isinstance(pending.get("prompt"), str):
+        return 0
+    try:
+        terms = hints.ask(pending["prompt"])
+    except LLMError as exc:
+        session.update(vault, session_id, hint_pending=None, hint_error=str(exc)[:200])
+        print(f"{stamp} hint for session {session_id} failed: {exc}", flush=True)
+        return 0
+    session.update(vault, session_id, hint={"terms": terms, "at": time.time()}, hint_pending=None)
+    print(f"{stamp} hint for session {session_id}: {terms}", flush=True)
     return 0
 
 

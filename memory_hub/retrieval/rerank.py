@@ -11,6 +11,8 @@ Backends (``load_reranker(spec)``):
 * ``"none"`` — no rerank stage.
 * ``"maxsim"`` — late interaction (ColBERT-style MaxSim) over the embedder's own token vectors: no
   extra weights; needs an embedder with ``token_embeddings`` (the ONNX e5 backend).
+* ``http://HOST:PORT/rerank`` — a rerank server (``rerank_http.py``: llama.cpp, text-embeddings-inference,
+  Infinity, vLLM, Jina/Cohere-style APIs), with a timeout that keeps the fused order;
 * a folder with ``model.onnx`` + ``tokenizer.json`` — an ONNX cross-encoder (``cross_encoder.py``,
   when that backend is installed).
 * ``"auto"`` — ``$MEMORY_HUB_RERANKER`` if set, else none: a reranker becomes the default only once
@@ -35,6 +37,12 @@ DOC_CHARS = 1200  # text per candidate handed to the reranker
 
 class RerankerError(RuntimeError):
     """A reranker that cannot be loaded; the message says what to do."""
+
+
+class RerankUnavailable(RerankerError):
+    """A loaded reranker that cannot answer this query (a server timed out, is down, sent garbage).
+
+    The search keeps its fused order and adds the message to its warnings."""
 
 
 @runtime_checkable
@@ -129,6 +137,10 @@ def load_reranker(spec: str | None = "auto", embedder: Embedder | None = None) -
         return None
     if spec in _backends:
         return _backends[spec](spec, embedder)
+    if spec.startswith(("http://", "https://")):
+        from .rerank_http import HttpReranker
+
+        return HttpReranker(spec)
     if spec == "maxsim":
         if embedder is None:
             from ..index.embed import load_embedder
@@ -144,4 +156,5 @@ def load_reranker(spec: str | None = "auto", embedder: Embedder | None = None) -
         except ImportError:
             raise RerankerError("the ONNX cross-encoder backend is not installed in this build") from None
         return cross_encoder.load(folder)
-    raise RerankerError(f"unknown reranker {spec!r}: use 'none', 'maxsim', or a cross-encoder model folder")
+    raise RerankerError(f"unknown reranker {spec!r}: use 'none', 'maxsim', a cross-encoder model folder "
+                        "or a rerank server's URL (http://HOST:PORT/rerank)")

@@ -35,7 +35,7 @@ from ..vault.markdown import plain_text
 from . import fusion
 from .calibrate import HEAD as CALIBRATION_HEAD
 from .calibrate import calibrate, permute_scores
-from .rerank import DOC_CHARS, RERANK_DEPTH, Reranker, blend
+from .rerank import DOC_CHARS, RERANK_DEPTH, Reranker, RerankUnavailable, blend
 
 if TYPE_CHECKING:
     from ..index.vectors import VectorIndex
@@ -377,16 +377,21 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
             texts = _texts(store, head)
             docs = [rerank_text(*texts.get(i, ("", "", "")), best_chunk[i][:2] if i in best_chunk else None)
                     for i in head]
-            rr = reranker.rerank(query, docs)
-            blended = blend(head, rr, exact)
-            for pos, (i, _) in enumerate(blended, start=1):
-                rerank_effects[i] = {"model": reranker.name, "score": round(float(rr[head.index(i)]), 4),
-                                     "before": head.index(i) + 1, "after": pos}
-            ordered = [i for i, _ in blended] + ordered[depth:]
-            # Scores follow the new order: the reranked head keeps its blended score lifted above the tail.
-            floor = max((scores[i] for i in ordered[depth:]), default=0.0)
-            for i, score in blended:
-                scores[i] = floor + score
+            try:
+                rr = reranker.rerank(query, docs)
+            except RerankUnavailable as exc:  # a rerank server timed out or failed: keep the fused order
+                rr = None
+                result.warnings.append(f"reranker unavailable, fused order kept: {exc}")
+            if rr is not None:
+                blended = blend(head, rr, exact)
+                for pos, (i, _) in enumerate(blended, start=1):
+                    rerank_effects[i] = {"model": reranker.name, "score": round(float(rr[head.index(i)]), 4),
+                                         "before": head.index(i) + 1, "after": pos}
+                ordered = [i for i, _ in blended] + ordered[depth:]
+                # Scores follow the new order: the reranked head keeps its blended score lifted above the tail.
+                floor = max((scores[i] for i in ordered[depth:]), default=0.0)
+                for i, score in blended:
+                    scores[i] = floor + score
         timings["rerank"] = (time.perf_counter() - t4) * 1000
     t5 = time.perf_counter()
     hits = load_hits(store, ordered[:k], scores)

@@ -113,6 +113,14 @@ class Searcher:
     def coverage(self) -> Coverage:
         return self.vectors.coverage(self.store)
 
+    def reopen(self, store: Store) -> None:
+        """Answer from ``store`` from now on (the old index was deleted under a running server).
+
+        Loaded models stay; the vector index is reopened on next use."""
+        with self._lock:
+            self.store = store
+            self._vectors = None
+
     def close(self) -> None:
         self.store.close()
 

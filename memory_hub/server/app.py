@@ -30,22 +30,28 @@ READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotent
 Kind = Literal["knowledge", "capture", "decision", "runbook", "tracker", "daily", "template"]
 
 
-def _guarded(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn unexpected exceptions into one-line tool errors (the traceback goes to the log)."""
+def _guarded(state: ServerState) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator for the tools over ``state``: the index is checked first (one stat, so no answer
+    comes from an index deleted under the server), and unexpected exceptions become one-line tool
+    errors (the traceback goes to the log)."""
 
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ToolError:
-            raise
-        except tools.ToolError as exc:
-            raise ToolError(str(exc)) from None
-        except Exception as exc:
-            log.exception("tool %s failed", func.__name__)
-            raise ToolError(f"internal error in {func.__name__}: {type(exc).__name__}: {exc}") from None
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                state.check_index()
+                return func(*args, **kwargs)
+            except ToolError:
+                raise
+            except tools.ToolError as exc:
+                raise ToolError(str(exc)) from None
+            except Exception as exc:
+                log.exception("tool %s failed", func.__name__)
+                raise ToolError(f"internal error in {func.__name__}: {type(exc).__name__}: {exc}") from None
 
-    return wrapper
+        return wrapper
+
+    return decorate
 
 
 # The retrieval layer validates modes (retrieval.search.MODES); listed here so that building the tool
@@ -63,9 +69,10 @@ def build_server(state: ServerState) -> FastMCP:
     """A FastMCP server whose tools answer from ``state``."""
     mcp = FastMCP("memory-hub", instructions=INSTRUCTIONS, version=_version(),
                   mask_error_details=False, strict_input_validation=True)
+    guarded = _guarded(state)
 
     @mcp.tool(annotations=READ_ONLY, title="Search memory")
-    @_guarded
+    @guarded
     def search(
         query: Annotated[str, Field(description="Words, a phrase or an identifier (English or Japanese). "
                                                 "Example: 'postgres failover runbook' or '認証 パスキー'.")],
@@ -83,7 +90,7 @@ def build_server(state: ServerState) -> FastMCP:
         return tools.search(state, query, k, mode, kinds, tags, path_prefix, since)
 
     @mcp.tool(annotations=READ_ONLY, title="Recall relevant notes")
-    @_guarded
+    @guarded
     def recall(
         prompt: Annotated[str, Field(description="The user's request or the task at hand, verbatim.")],
         budget_tokens: Annotated[int, Field(ge=50, le=tools.MAX_RECALL_TOKENS,
@@ -95,7 +102,7 @@ def build_server(state: ServerState) -> FastMCP:
         return tools.recall(state, prompt, budget_tokens)
 
     @mcp.tool(annotations=READ_ONLY, title="Read a note")
-    @_guarded
+    @guarded
     def read_note(
         path: Annotated[str, Field(description="Vault-relative path from search/recall, e.g. 'runbooks/deploy.md' "
                                                "(a note name also works).")],
@@ -108,7 +115,7 @@ def build_server(state: ServerState) -> FastMCP:
         return tools.read_note(state, path, from_line, max_lines)
 
     @mcp.tool(annotations=READ_ONLY, title="Linked notes")
-    @_guarded
+    @guarded
     def related(
         path: Annotated[str, Field(description="Vault-relative path of the starting note.")],
         hops: Annotated[int, Field(ge=1, le=2, description="1: direct links and backlinks; 2: also their links.")] = 1,
@@ -124,7 +131,7 @@ def build_server(state: ServerState) -> FastMCP:
                                     openWorldHint=False),
         title="Capture a memory",
     )
-    @_guarded
+    @guarded
     def capture(
         text: Annotated[str, Field(description="What to remember, in Markdown: the decision, fact, fix or "
                                                "lesson, with the why. Short and self-contained.")],
@@ -138,7 +145,7 @@ def build_server(state: ServerState) -> FastMCP:
         return tools.capture(state, text, title, kind, tags, links)
 
     @mcp.tool(annotations=READ_ONLY, title="Memory status")
-    @_guarded
+    @guarded
     def status() -> dict[str, Any]:
         """Index health: note and chunk counts, last sync, pending (not yet indexed) changes,
         embedding coverage and model, watcher state. Check it when results look stale."""

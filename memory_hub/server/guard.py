@@ -5,6 +5,11 @@ name that resolves to 127.0.0.1). Checking the ``Host`` header against the names
 and a browser's ``Origin`` against the same list, stops that. Binding to any other address exposes
 the vault to the network, so it also requires ``Authorization: Bearer <token>`` with the token from
 ``$MEMORY_HUB_TOKEN``. A plain ASGI middleware, so streaming (SSE) responses pass through untouched.
+
+Headers are parsed strictly, since a lenient parser is how such checks are bypassed: exactly one
+``Host`` of the form ``name[:port]`` or ``[ipv6][:port]`` (no userinfo such as
+``localhost:8765@evil.com``, no lists such as ``a, b``, no spaces), at most one ``Origin`` that is a
+bare ``scheme://host[:port]``, at most one ``Authorization``. Anything else is ``400``.
 """
 
 from __future__ import annotations
@@ -13,9 +18,9 @@ import hmac
 import ipaddress
 import json
 import os
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
-from urllib.parse import urlsplit
 
 TOKEN_ENV = "MEMORY_HUB_TOKEN"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -62,12 +67,45 @@ def require_token(bind_host: str, token: str | None) -> str | None:
     return None
 
 
-def _host_name(value: str) -> str:
-    """``example.com:8765`` → ``example.com``; ``[::1]:8765`` → ``[::1]``."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[: value.find("]") + 1] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+_HOST = re.compile(
+    r"(?P<host>\[[0-9a-f:.]+\]"                  # [::1], [fe80::1]
+    r"|[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?)"         # localhost, 127.0.0.1, memory.lan (no nested repeats)
+    r"(?::(?P<port>[0-9]{1,5}))?"
+)
+
+
+def parse_host(value: str) -> str | None:
+    """``example.com:8765`` → ``example.com``; ``[::1]:8765`` → ``[::1]``; None unless the value is
+    exactly one host with an optional port (no userinfo, no list, no path, no spaces)."""
+    value = value.strip(" \t").lower()
+    match = _HOST.fullmatch(value) if len(value) <= 300 else None
+    if match is None:
+        return None
+    port = match.group("port")
+    if port is not None and not 0 < int(port) < 65536:
+        return None
+    host = match.group("host").rstrip(".")
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return None
+    return host or None
+
+
+def parse_origin(value: str) -> str | None:
+    """The host of an ``Origin`` (``http://localhost:8765`` → ``localhost``), None when malformed."""
+    scheme, sep, rest = value.strip().partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or "/" in rest:
+        return None
+    return parse_host(rest)
+
+
+def _headers(scope: Scope) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for k, v in scope.get("headers", []):
+        out.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
+    return out
 
 
 class Guard:
@@ -83,21 +121,30 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        host = _host_name(headers.get("host", ""))
-        if host not in self.allowed:
-            await _reject(send, 421, f"host {host or '(none)'!r} is not served here")
+        headers = _headers(scope)
+        hosts = headers.get("host", [])
+        host = parse_host(hosts[0]) if len(hosts) == 1 else None
+        if host is None:
+            shown = ", ".join(hosts) if hosts else "(none)"
+            await _reject(send, 400, f"malformed Host header {shown!r}: send exactly one host[:port]")
             return
-        origin = headers.get("origin")
-        if origin and origin != "null":
-            origin_host = urlsplit(origin).hostname or ""
-            if ":" in origin_host:
-                origin_host = f"[{origin_host}]"
-            if origin_host.lower() not in self.allowed:
-                await _reject(send, 403, f"origin {origin!r} is not allowed")
+        if host not in self.allowed:
+            await _reject(send, 421, f"host {host!r} is not served here")
+            return
+        origins = headers.get("origin", [])
+        if len(origins) > 1 or len(headers.get("authorization", [])) > 1:
+            await _reject(send, 400, "repeated Origin or Authorization header")
+            return
+        if origins and origins[0] != "null":
+            origin_host = parse_origin(origins[0])
+            if origin_host is None:
+                await _reject(send, 400, f"malformed Origin header {origins[0]!r}")
+                return
+            if origin_host not in self.allowed:
+                await _reject(send, 403, f"origin {origins[0]!r} is not allowed")
                 return
         if self.token is not None:
-            auth = headers.get("authorization", "")
+            auth = (headers.get("authorization") or [""])[0]
             scheme, _, given = auth.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
                 await _reject(send, 401, "missing or wrong bearer token", {"www-authenticate": "Bearer"})

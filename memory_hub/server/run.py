@@ -3,19 +3,29 @@
 Order matters for start-up time: nothing here loads a model or walks the vault before the
 transport is listening. The watcher's first full rescan and the model warm-up run in background
 threads, so a client gets its ``initialize`` answer within about a second.
+
+A health thread checks every few seconds that the index and the hooks socket are still the files
+the server opened (someone may delete ``.memory_hub/`` or the socket) and reopens them if not.
+
+Leaving is always clean: stdin closing ends a stdio server with 0, Ctrl-C with 130, SIGTERM with
+143. The process then ends without tearing the interpreter down (:func:`exit_now`), because a
+model may still be loading in a native thread, and finalising under it aborts the process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import gc
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .guard import Guard, GuardError, allowed_hosts_for, is_loopback, require_token, token_from_env
 from .state import ServerState
@@ -27,6 +37,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 CATCH_UP_DELAY = 1.5  # seconds after start before the first full rescan
 BACKGROUND_DELAY = 0.8  # seconds after start before models load and the hooks socket opens
+HEALTH_EVERY = 2.0  # seconds between checks that the index and the hooks socket still exist
 
 
 def endpoint_url(transport: str, host: str, port: int) -> str:
@@ -65,13 +76,24 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 def _configure_logging(level: str) -> None:
-    """Everything goes to stderr: on stdio, stdout belongs to the protocol."""
+    """Everything goes to stderr (on stdio, stdout belongs to the protocol), repeated warnings once
+    a minute: a flood of bad connections must not become a flood of log lines."""
+    from .quiet import QuietFilter, QuietLog
+
+    quiet = QuietFilter(QuietLog(log))
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    handler.addFilter(quiet)
     root = logging.getLogger("memory_hub")
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+    # Libraries (uvicorn, the MCP SDK) log through the root logger, with the same filter.
+    other = logging.StreamHandler(sys.stderr)
+    other.setFormatter(handler.formatter)
+    other.addFilter(quiet)
+    other.setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
+    logging.getLogger().handlers[:] = [other]
 
 
 def start_local_socket(state: ServerState) -> Any:
@@ -80,9 +102,38 @@ def start_local_socket(state: ServerState) -> Any:
 
     try:
         return local_socket.start(state)
-    except Exception as exc:  # noqa: BLE001 - hooks fall back to the CLI; the MCP server must still start
-        log.warning("local socket for hooks not started: %s", exc)
+    except Exception as exc:  # noqa: BLE001 - hooks fall back to in-process recall; MCP must still start
+        message = f"hooks socket not started, hooks will recall in-process: {exc}"
+        if state.extras.get("local_socket_error") != message:
+            log.warning("%s", message)
+        state.extras["local_socket_error"] = message
         return None
+
+
+def _keep_healthy(state: ServerState, stop: threading.Event, hooks_socket: bool) -> None:
+    """Every few seconds: reopen an index deleted under the server, rebind a deleted hooks socket."""
+    reopened = state.index_reopened
+    while not stop.wait(HEALTH_EVERY):
+        try:
+            state.check_index()
+            if state.index_reopened != reopened:
+                # The old index's connections (one per thread) sit in reference cycles (sqlite3's
+                # statement cache); collect them so the deleted file's space and descriptors go.
+                reopened = state.index_reopened
+                gc.collect()
+            handle = state.extras.get("local_socket")
+            if hooks_socket and handle is not None and not handle.intact():
+                log.warning("the hooks socket %s was deleted or replaced; opening it again", handle.path)
+                state.extras.pop("local_socket", None)
+                handle.close()
+                handle = None
+            if hooks_socket and handle is None and "_background_timer" not in state.extras:
+                fresh = start_local_socket(state)
+                if fresh is not None:
+                    state.extras["local_socket"] = fresh
+                    state.extras.pop("local_socket_error", None)
+        except Exception as exc:  # noqa: BLE001 - the check must never stop checking
+            log.warning("health check failed: %s", exc)
 
 
 def open_state(vault: Path, *, watch: bool = True, rescan_every: float | None = 60.0,
@@ -109,16 +160,26 @@ def open_state(vault: Path, *, watch: bool = True, rescan_every: float | None = 
             handle = start_local_socket(state)
             if handle is not None:
                 state.extras["local_socket"] = handle
+            state.extras.pop("_background_timer", None)
 
         later = threading.Timer(BACKGROUND_DELAY, background)
         later.daemon = True
-        later.start()
         state.extras["_background_timer"] = later
+        later.start()
+    stop = threading.Event()
+    health = threading.Thread(target=_keep_healthy, args=(state, stop, hooks_socket),
+                              name="memory-hub-health", daemon=True)
+    health.start()
+    state.extras["_health"] = (stop, health)
     return state
 
 
 def close_state(state: ServerState) -> None:
-    """Stop the watcher and the hooks socket (idempotent)."""
+    """Stop the health check, the watcher and the hooks socket (idempotent)."""
+    health = state.extras.pop("_health", None)
+    if health is not None:
+        health[0].set()
+        health[1].join(timeout=5)
     timer = state.extras.pop("_background_timer", None)
     if timer is not None:
         timer.cancel()
@@ -133,35 +194,65 @@ def close_state(state: ServerState) -> None:
             log.warning("closing the hooks socket: %s", exc)
 
 
+class _Terminated(Exception):
+    """SIGTERM: leave as after Ctrl-C, with the conventional status 143."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process at once, without finalising the interpreter.
+
+    The model warm-up may still be inside onnxruntime or LanceDB in a background thread; tearing
+    the interpreter down under it aborts the process (``terminate called without an active
+    exception``, exit 134). Nothing is lost by skipping it: SQLite commits per note, the hooks
+    socket is already removed, and stdout/stderr are flushed here."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
           allowed_hosts: list[str] | None = None, watch: bool = True, rescan_every: float | None = 60.0,
-          warm: bool = True, hooks_socket: bool = True, log_level: str = "warning") -> None:
-    """Serve ``vault`` over MCP until interrupted. Raises GuardError for an unsafe HTTP setup."""
+          warm: bool = True, hooks_socket: bool = True, log_level: str = "warning") -> int:
+    """Serve ``vault`` over MCP; returns the exit status (0: the client left, 130: Ctrl-C, 143: SIGTERM).
+
+    Raises GuardError for an unsafe HTTP setup. Call :func:`exit_now` with the status afterwards
+    (``memory-hub serve`` does)."""
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; choose {', '.join(TRANSPORTS)}")
     _configure_logging(log_level)
-    token = None
-    sock = None
+    token = sock = limits = None
     if transport != "stdio":
-        token = require_token(host, token_from_env())  # refuse before opening anything
-        sock = bind_socket(host, port)
-    state = open_state(vault, watch=watch, rescan_every=rescan_every, warm=warm, hooks_socket=hooks_socket)
-    if transport == "stdio" and not os.environ.get("MEMORY_HUB_STDIO_FASTMCP"):
-        try:
-            _serve_stdio(state)  # no FastMCP on stdio: start-up and every message cost a fraction (stdio.py)
-        finally:
-            close_state(state)
-        return
-    from .app import build_server
+        from .http_limits import HttpLimits
 
-    mcp = build_server(state)
-    _add_health_route(mcp, state)
+        token = require_token(host, token_from_env())  # refuse before opening anything
+        try:
+            limits = HttpLimits.from_env()
+        except ValueError as exc:
+            raise GuardError(str(exc)) from None
+        sock = bind_socket(host, port)
+    held: list[ServerState] = []
+    if transport == "stdio":
+        _stop_stdio_on_signals(held)
+    else:
+        signal.signal(signal.SIGTERM, _raise_terminated)  # uvicorn shuts down gracefully, then re-raises it
     try:
+        state = open_state(vault, watch=watch, rescan_every=rescan_every, warm=warm, hooks_socket=hooks_socket)
+        held.append(state)
+        if transport == "stdio" and not os.environ.get("MEMORY_HUB_STDIO_FASTMCP"):
+            _serve_stdio(state)  # no FastMCP on stdio: start-up and every message cost a fraction (stdio.py)
+            return 0
+        from .app import build_server
+
+        mcp = build_server(state)
+        _add_health_route(mcp, state, limits)
         if transport == "stdio":
             mcp.run("stdio", show_banner=False, log_level=log_level.upper())
-            return
-        from starlette.middleware import Middleware
-
+            return 0
         url = endpoint_url(transport, host, port)
         hosts = allowed_hosts_for(host, allowed_hosts or [])
         print(f"memory-hub: serving {state.vault} over {transport} at {url}", file=sys.stderr)
@@ -170,11 +261,16 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
                   f"allowed Host names: {', '.join(hosts)}", file=sys.stderr)
         print("memory-hub: add this to your client's MCP config (see docs/clients.md):", file=sys.stderr)
         print(json.dumps(client_snippet(transport, url, token is not None), indent=2), file=sys.stderr, flush=True)
-        mcp.run(transport, show_banner=False, host=host, port=port, log_level=log_level.upper(),
-                middleware=[Middleware(Guard, allowed_hosts=hosts, token=token)],
-                host_origin_protection=False, sockets=[sock])
+        _run_http(mcp, transport, sock, hosts, token, limits, log_level)
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except _Terminated:
+        return 143
     finally:
-        close_state(state)
+        for state in held:
+            close_state(state)
 
 
 def _serve_stdio(state: ServerState) -> None:
@@ -184,18 +280,69 @@ def _serve_stdio(state: ServerState) -> None:
     StdioServer(state, INSTRUCTIONS, server_version()).serve()
 
 
-def _add_health_route(mcp: Any, state: ServerState) -> None:
+def _stop_stdio_on_signals(held: list[ServerState]) -> None:
+    """Ctrl-C / SIGTERM on stdio: clean up and leave now.
+
+    Unwinding normally would wait for the thread blocked reading stdin, that is until the client
+    closes it (forever, for a client that is itself waiting for us to exit)."""
+
+    def stop(signum: int, frame: Any) -> None:
+        code = 130 if signum == signal.SIGINT else 143
+        for state in held:
+            with contextlib.suppress(Exception):
+                close_state(state)
+        if signum == signal.SIGINT:
+            print("interrupted", file=sys.stderr)
+        exit_now(code)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+
+
+def _run_http(mcp: Any, transport: str, sock: socket.socket, hosts: list[str], token: str | None,
+              limits: Any, log_level: str) -> None:
+    """Run uvicorn on the bound socket with the guard, timeouts and caps of ``http_limits``."""
+    import anyio
+    import uvicorn
+    from starlette.middleware import Middleware
+
+    from .http_limits import ACCEPT_BATCH, SessionRoom, cap_sessions
+
+    app = mcp.http_app(transport=transport, host_origin_protection=False, session_idle_timeout=limits.session_ttl,
+                       middleware=[Middleware(Guard, allowed_hosts=hosts, token=token),
+                                   Middleware(SessionRoom, limits=limits)])
+    cap_sessions(app, limits)
+    config = uvicorn.Config(app, log_config=None, log_level=log_level.lower(), access_log=False, lifespan="on",
+                            http=limits.protocol(), ws="none", timeout_keep_alive=limits.idle_timeout,
+                            timeout_graceful_shutdown=2, backlog=ACCEPT_BATCH)
+    server = uvicorn.Server(config)
+
+    async def main() -> None:
+        import asyncio
+
+        asyncio.get_running_loop().set_exception_handler(limits.loop_exception_handler)
+        await server.serve(sockets=[sock])
+
+    anyio.run(main)
+
+
+def _add_health_route(mcp: Any, state: ServerState, limits: Any = None) -> None:
     from starlette.requests import Request
     from starlette.responses import JSONResponse
 
     @mcp.custom_route("/health", methods=["GET"])
     async def health(request: Request) -> JSONResponse:
+        state.check_index()
         watcher = state.watcher
         return JSONResponse({
-            "ok": True, "vault": str(state.vault), "models_ready": state.models_ready.is_set(),
+            "ok": state.index_problem is None, "vault": str(state.vault),
+            "models_ready": state.models_ready.is_set(),
             "pending_changes": watcher.pending if watcher is not None else None,
             "uptime_seconds": round(state.uptime(), 2),
+            **state.index_health(),
+            **({"http": limits.snapshot()} if limits is not None else {}),
         })
 
 
-__all__ = ["GuardError", "PortInUse", "TRANSPORTS", "client_snippet", "close_state", "endpoint_url", "open_state", "serve"]
+__all__ = ["GuardError", "PortInUse", "TRANSPORTS", "client_snippet", "close_state", "endpoint_url", "exit_now",
+           "open_state", "serve"]

@@ -8,11 +8,18 @@ nothing heavy happens until it is needed: the first search calls :meth:`ServerSt
 which loads the models in a background thread (that search, and any until the models are ready,
 runs lexically and says so). ``models_ready`` is a plain ``threading.Event`` that anyone may read
 without a lock.
+
+The index is a cache a person may delete at any time (``rm -rf .memory_hub``) or rebuild from the
+CLI. SQLite would go on writing to the unlinked file, so :meth:`ServerState.check_index` compares
+the index file's device and inode with the one opened (one ``stat``, run before every tool call and
+hook request and every few seconds) and, when they differ, opens the new or recreated index and
+re-indexes the vault; until that finishes, answers say the index is being rebuilt.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -59,6 +66,14 @@ class ServerState:
     _vector_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _searcher_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _warm_thread: threading.Thread | None = field(default=None, repr=False)
+    index_problem: str | None = None  # the index was deleted and could not be recreated
+    index_reopened: int = 0  # times the index was found deleted or replaced and reopened
+    _index_id: tuple[int, int] | None = field(default=None, repr=False)
+    _index_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _rebuild_vectors: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._index_id = _identity(self.store.path)
 
     @property
     def searcher(self) -> SearcherLike:
@@ -132,11 +147,9 @@ class ServerState:
         """Whether this vault has vectors the searcher can keep up to date (never loads a model)."""
         if not hasattr(self.searcher, "sync_vectors"):
             return False
-        try:
-            from ..retrieval.search import has_vectors
-        except ImportError:
-            return False
-        return bool(has_vectors(self.store))
+        if self._rebuild_vectors:
+            return True  # they were deleted with the index: the next vector sync embeds them again
+        return _has_vectors(self.store)
 
     def sync_vectors(self, report: Any = None) -> Any:
         """Embed notes whose vectors are missing or stale, once models are warm and vectors exist.
@@ -148,7 +161,73 @@ class ServerState:
         if not self.models_ready.is_set() or self.models_error or not self.vectors_enabled():
             return None
         with self._vector_lock:
-            return self.searcher.sync_vectors(progress=False)
+            out = self.searcher.sync_vectors(progress=False)
+        self._rebuild_vectors = False
+        return out
+
+    # -- an index deleted or replaced under the running server ---------------------------------
+
+    def check_index(self) -> bool:
+        """True when the index file is still the one the server opened; else reopen it first.
+
+        Cheap enough for every request (one stat). A deleted index is recreated empty and the
+        vault re-indexed in the background (the watcher's full rescan, else a sync thread); an
+        index replaced by ``memory-hub index --rebuild`` is opened as it is and caught up."""
+        if self.index_problem is None and _identity(self.store.path) == self._index_id:
+            return True
+        with self._index_lock:
+            if self.index_problem is None and _identity(self.store.path) == self._index_id:
+                return True  # another thread reopened it meanwhile
+            return self._reopen_index()
+
+    def _reopen_index(self) -> bool:
+        old = self.store
+        try:
+            had_vectors = _has_vectors(old)  # the old connection still reads the unlinked file
+        except Exception:  # noqa: BLE001
+            had_vectors = False
+        try:
+            store = Store(self.vault)
+        except Exception as exc:  # noqa: BLE001 - reported on every answer until it can be recreated
+            problem = f"the index {old.path} was deleted and cannot be recreated: {type(exc).__name__}: {exc}"
+            if problem != self.index_problem:
+                log.warning("%s", problem)
+            self.index_problem = problem
+            return False
+        self.store = store
+        old.close()  # this thread's connection; the others' go with the old Store (see run.py)
+        self._index_id = _identity(store.path)
+        self.index_problem = None
+        self.index_reopened += 1
+        self._rebuild_vectors = self._rebuild_vectors or (had_vectors and not _has_vectors(store))
+        if self._searcher is not None and hasattr(self._searcher, "reopen"):
+            self._searcher.reopen(store)
+        log.warning("the index %s was deleted or replaced under the server; reopened it, re-indexing the vault",
+                    store.path)
+        watcher = self.watcher
+        if watcher is not None:
+            watcher.store = store
+            watcher.request_full()
+        else:
+            threading.Thread(target=self._resync, args=(store,), name="memory-hub-reindex", daemon=True).start()
+        return True
+
+    def _resync(self, store: Store) -> None:
+        from ..index.sync import sync
+
+        try:
+            report = sync(self.vault, store=store, progress=False)
+            self.sync_vectors(report)
+        except Exception as exc:  # noqa: BLE001 - the next check or `memory-hub sync` tries again
+            log.warning("re-indexing after the index was deleted failed: %s", exc)
+
+    def index_health(self) -> dict[str, Any]:
+        """What ``status`` and every answer say about the index itself (empty when all is well)."""
+        if self.index_problem:
+            return {"index_problem": self.index_problem}
+        if self.index_reopened:
+            return {"index_reopened": self.index_reopened}
+        return {}
 
     def pending_changes(self) -> int:
         """Changes on disk the index has not seen yet (a stat walk; cheap on vaults of thousands)."""
@@ -158,3 +237,20 @@ class ServerState:
 
     def uptime(self) -> float:
         return time.monotonic() - self.started_monotonic
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a file, None when it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _has_vectors(store: Store) -> bool:
+    try:
+        from ..retrieval.search import has_vectors
+    except ImportError:
+        return False
+    return bool(has_vectors(store))

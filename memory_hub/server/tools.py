@@ -47,6 +47,8 @@ def _freshness(state: ServerState) -> dict[str, Any]:
         out["pending_changes"] = pending
         if pending:
             out["stale"] = f"{pending} changed file(s) are being re-indexed; results may be a second old"
+    if state.index_problem:
+        out["stale"] = state.index_problem
     return out
 
 
@@ -284,13 +286,14 @@ def status(state: ServerState) -> dict[str, Any]:
         "links": conn.execute("SELECT count(*) FROM links").fetchone()[0],
         "last_sync": (_dt.datetime.fromtimestamp(float(last)).isoformat(timespec="seconds") if last else None),
         "pending_changes": pending,
-        "fresh": pending == 0,
+        "fresh": pending == 0 and not state.index_problem,
         "problems": conn.execute("SELECT count(*) FROM problems").fetchone()[0],
         "models_ready": state.models_ready.is_set(),
         "uptime_seconds": round(state.uptime(), 1),
     }
     if state.models_error:
         out["models_error"] = state.models_error
+    out.update(state.index_health())
     out["usage"] = _usage_status(state)
     out.update(_vector_status(state))
     watcher = state.watcher
@@ -298,7 +301,8 @@ def status(state: ServerState) -> dict[str, Any]:
         out["watcher"] = {"alive": watcher.alive, "pending": watcher.pending, "syncs": watcher.syncs,
                           "mode": getattr(watcher, "mode", "events"),
                           **({"reason": watcher.fallback_reason} if getattr(watcher, "fallback_reason", None) else {}),
-                          **({"last_error": watcher.last_error} if watcher.last_error else {})}
+                          **({"last_error": watcher.last_error} if watcher.last_error else {}),
+                          **({"failed": sorted(watcher.failed)} if watcher.failed else {})}
     else:
         out["watcher"] = "off"
     if pending:

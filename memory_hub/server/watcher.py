@@ -37,6 +37,7 @@ from ..config import SKIP_DIRS, ConfigError
 from ..index.store import Store
 from ..index.sync import SyncReport, sync
 from ..vault.ignore import is_ignored
+from ..vault.walk import safe_path, walk
 
 log = logging.getLogger("memory_hub.watcher")
 
@@ -112,6 +113,8 @@ class Watcher:
         self.mode = "events"  # "polling" when the OS cannot deliver file events (see fallback_reason)
         self.fallback_reason: str | None = None
         self._poll_every = POLL_SECONDS
+        self.failed: dict[str, str] = {}  # path -> why it could not be indexed, until the file changes
+        self._failed_stat: dict[str, tuple[int, int] | None] = {}
 
     # -- events in ------------------------------------------------------------------------------
 
@@ -237,6 +240,8 @@ class Watcher:
                 self._busy = True
             try:
                 self._sync(None if full else paths)
+            except Exception as exc:  # noqa: BLE001 - never let the worker thread die
+                log.exception("watcher: unexpected error: %s", exc)
             finally:
                 with self._cond:
                     self._busy = False
@@ -248,17 +253,16 @@ class Watcher:
                 next_rescan = time.monotonic() + every if every else float("inf")
 
     def _sync(self, paths: list[str] | None) -> None:
+        if paths is None and self.failed:
+            paths = self._changed_paths()  # a full sync would only trip over the same file again
+        if paths is not None:
+            paths = [p for p in paths if not self._still_failing(p)]
         try:
             report = sync(self.vault, store=self.store, only=paths, progress=False)
-        except Exception as exc:  # noqa: BLE001 - the watcher must survive one bad sync and retry
-            self.last_error = f"{type(exc).__name__}: {exc}"
-            log.warning("watcher sync failed (will retry): %s", self.last_error)
-            if paths:
-                self.add(paths)
-            else:
-                self.request_full()
-            time.sleep(1.0)
-            return
+        except Exception as exc:  # noqa: BLE001 - find the file at fault, index the rest
+            report = self._isolate(paths, exc)
+            if report is None:
+                return
         self.last_report = report
         self.last_sync_at = time.time()
         self.last_error = None
@@ -271,6 +275,98 @@ class Watcher:
             except Exception as exc:  # noqa: BLE001 - vectors lag behind; lexical search stays fresh
                 self.last_error = f"after sync: {type(exc).__name__}: {exc}"
                 log.warning("post-sync step failed: %s", self.last_error)
+
+    # -- one bad file must not stop the others ---------------------------------------------------
+
+    def _isolate(self, paths: list[str] | None, exc: Exception) -> SyncReport | None:
+        """After a failed sync: the report of syncing every file but the ones at fault, or None
+        (and a retry queued) when the failure is not any one file's."""
+        try:
+            sync(self.vault, store=self.store, only=[], progress=False)  # can the index be written at all?
+        except Exception as probe:  # noqa: BLE001
+            self.last_error = f"{type(probe).__name__}: {probe}"
+            log.warning("watcher sync failed (will retry): %s", self.last_error)
+            if paths:
+                self.add(paths)
+            else:
+                self.request_full()
+            time.sleep(1.0)
+            return None
+        todo = self._changed_paths() if paths is None else paths
+        todo = [p for p in todo if not self._still_failing(p)]
+        report = SyncReport()
+        self._bisect(todo, report, exc if paths is not None and len(todo) == 1 else None)
+        return report
+
+    def _bisect(self, paths: list[str], report: SyncReport, known: Exception | None = None) -> None:
+        if not paths:
+            return
+        if known is None:
+            try:
+                part = sync(self.vault, store=self.store, only=paths, progress=False)
+            except Exception as exc:  # noqa: BLE001
+                known = exc
+            else:
+                _merge(report, part)
+                return
+        if len(paths) == 1:
+            self._record_failure(paths[0], known)
+            return
+        half = len(paths) // 2
+        self._bisect(paths[:half], report)
+        self._bisect(paths[half:], report)
+
+    def _record_failure(self, path: str, exc: BaseException) -> None:
+        reason = f"could not be indexed: {type(exc).__name__}: {exc}"[:500]
+        self.failed[path] = reason
+        self._failed_stat[path] = self._stat_key(path)
+        log.warning("%s %s; skipped until it changes (the watcher carries on)", path, reason)
+        try:
+            with self.store.transaction() as conn:
+                conn.execute("DELETE FROM problems WHERE path = ?", (path,))
+                conn.execute("INSERT INTO problems(path, problem, at) VALUES (?, ?, ?)", (path, reason, time.time()))
+        except Exception as err:  # noqa: BLE001 - the in-memory record still keeps it out of the way
+            log.warning("could not record the problem of %s: %s", path, err)
+
+    def _still_failing(self, path: str) -> bool:
+        """Whether ``path`` failed before and has not changed since (a changed file is tried again)."""
+        if path not in self.failed:
+            return False
+        if self._stat_key(path) == self._failed_stat.get(path):
+            return True
+        self.failed.pop(path, None)
+        self._failed_stat.pop(path, None)
+        return False
+
+    def _stat_key(self, path: str) -> tuple[int, int] | None:
+        try:
+            st = os.stat(safe_path(self.vault, path))
+        except (OSError, ValueError):
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def _changed_paths(self) -> list[str]:
+        """What a full sync would look at: files whose stat differs from the index, and vanished ones."""
+        known = {r[0]: (int(r[1]), int(r[2])) for r in self.store.conn.execute("SELECT path, mtime_ns, size FROM notes")}
+        out, seen = [], set()
+        for st in walk(self.vault):
+            seen.add(st.path)
+            if known.get(st.path) != (st.mtime_ns, st.size):
+                out.append(st.path)
+        out.extend(p for p in known if p not in seen)
+        return out
+
+
+def _merge(into: SyncReport, part: SyncReport) -> None:
+    into.added += part.added
+    into.updated += part.updated
+    into.deleted += part.deleted
+    into.renamed += part.renamed
+    into.unchanged += part.unchanged
+    into.skipped += part.skipped
+    into.problems += part.problems
+    into.links_resolved += part.links_resolved
+    into.seconds += part.seconds
 
 
 def inotify_limits() -> dict[str, int]:

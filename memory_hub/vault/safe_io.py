@@ -103,8 +103,11 @@ def _folder(root: str, folders: list[str], *, create: bool = False) -> Iterator[
                     raise OutsideVault(f"{name}/ is a symlink that cannot be followed safely (a loop, or it "
                                        "changed while being opened)") from None
                 raise
-            os.close(fd)
-            fd = nxt
+            # Rebind before closing: a signal between the two must never leave ``fd`` naming a closed
+            # descriptor, which the ``finally`` would close again (EBADF in place of the
+            # KeyboardInterrupt, or another thread's file closed under it).
+            prev, fd = fd, nxt
+            os.close(prev)
         yield fd
     finally:
         os.close(fd)

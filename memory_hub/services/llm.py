@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,21 @@ def configured() -> LLMConfig | None:
                      timeout=float(os.environ.get("MEMORY_HUB_LLM_TIMEOUT", "60")))
 
 
+_client = None
+_client_lock = threading.Lock()
+
+
+def _http():  # noqa: ANN202 - an httpx.Client, shared: a new client per call costs tens of ms (SSL setup)
+    global _client
+    if _client is None:
+        import httpx
+
+        with _client_lock:
+            if _client is None:
+                _client = httpx.Client()
+    return _client
+
+
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
 
 
@@ -60,22 +76,29 @@ def parse_json_reply(content: str) -> Any:
     raise LLMError(f"model reply is not JSON: {content[:200]!r}")
 
 
-def chat_json(system: str, user: str, config: LLMConfig | None = None) -> Any:
-    """One chat completion (temperature 0, JSON mode) and its parsed JSON content."""
+def chat_json(system: str, user: str, config: LLMConfig | None = None, *, max_tokens: int | None = None,
+              timeout: float | None = None) -> Any:
+    """One chat completion (temperature 0, JSON mode) and its parsed JSON content.
+
+    ``max_tokens`` caps the reply (what a model is asked to write is what its latency is made of);
+    ``timeout`` overrides the configured one for a caller with a hard deadline."""
     import httpx
 
     config = config or configured()
     if config is None:
         raise LLMError("no LLM endpoint configured (set MEMORY_HUB_LLM_URL)")
-    payload = {
+    payload: dict[str, Any] = {
         "model": config.model,
         "temperature": 0,
         "response_format": {"type": "json_object"},
         "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
     }
+    if max_tokens is not None:
+        payload["max_tokens"] = max_tokens
     headers = {"Authorization": f"Bearer {config.key}"} if config.key else {}
     try:
-        resp = httpx.post(config.endpoint, json=payload, headers=headers, timeout=config.timeout)
+        resp = _http().post(config.endpoint, json=payload, headers=headers,
+                          timeout=config.timeout if timeout is None else timeout)
         resp.raise_for_status()
         data = resp.json()
         content = data["choices"][0]["message"]["content"]
