@@ -3,6 +3,18 @@
 A mode with the suffix ``:rrf`` (``hybrid:rrf``) runs without score calibration, i.e. RRF's order
 as it is, so the table shows what calibration adds.
 
+Two rows are plain baselines, not the product, so every channel is shown beside what it must beat:
+
+* ``bm25`` — one FTS5 table, one column (title + text), ``bm25()`` unweighted, the query's words
+  OR-ed; the same porter/unicode61 tokenizer and, so that Japanese is not a straw man, the same CJK
+  bigrams as the word table (``terms.words_text``), but no field weights, no AND-first, no trigram.
+* ``note-vector`` — one e5 vector per note from title + description + the first 2,000 characters
+  of the body (seed 000's recipe; the model truncates at its window), ranked by cosine.
+
+Embeddings are cached by text (``common.CachedEmbedder``, under ``$MEMORY_HUB_BENCH_DIR/embed-cache``):
+a re-run, or a chunking that keeps a text, costs no embedding, and the report says how many vectors
+came from the cache (throughput is measured only on a run that embedded).
+
     python benchmarks/retrieval_compare.py scifact  [--modes ...] [--limit N] [--embedder onnx]
     python benchmarks/retrieval_compare.py jsquad-ja
     python benchmarks/retrieval_compare.py locomo    # session- and turn-level evidence recall
@@ -21,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -34,6 +47,7 @@ from beir import build_vault  # noqa: E402
 from common import (  # noqa: E402
     DEFAULT_DATA,
     METRICS,
+    CachedEmbedder,
     Metric,
     evaluate,
     latency_summary,
@@ -51,12 +65,15 @@ from memory_hub.index.embed import load_embedder  # noqa: E402
 from memory_hub.index.lexical import Filters  # noqa: E402
 from memory_hub.index.store import Store  # noqa: E402
 from memory_hub.index.sync import sync  # noqa: E402
+from memory_hub.index.terms import words_text  # noqa: E402
 from memory_hub.index.vectors import VectorIndex  # noqa: E402
 from memory_hub.retrieval.rerank import load_reranker  # noqa: E402
 from memory_hub.retrieval.search import QueryError, search  # noqa: E402
 
 BENCH_DIR = Path(os.environ.get("MEMORY_HUB_BENCH_DIR", "/tmp/mh-bench"))
-DEFAULT_MODES = "lexical,vector,hybrid:rrf,hybrid,hybrid+graph"
+DEFAULT_MODES = "bm25,note-vector,lexical,vector,hybrid:rrf,hybrid,hybrid+graph"
+BASELINES = ("bm25", "note-vector")
+NOTE_VECTOR_CHARS = 2000
 
 LOCOMO_METRICS: dict[str, Metric] = {
     "R@1": recall_at(1), "R@5": recall_at(5), "R@10": recall_at(10), "nDCG@10": ndcg_at(10), "MRR@10": mrr_at(10),
@@ -79,18 +96,73 @@ def prepare(name: str, corpus: Path, folder_of: Callable[[dict[str, Any], int], 
     store = Store(vault)
     sync(vault, store=store, progress=False)
     lexical_s = time.perf_counter() - t0
-    vi = VectorIndex(vault, load_embedder(embedder_spec))
+    vi = VectorIndex(vault, CachedEmbedder(load_embedder(embedder_spec), BENCH_DIR / "embed-cache"))
     report = vi.sync(store, progress=True)
     if report.interrupted:
         raise KeyboardInterrupt
     info = {"lexical_index_s": round(lexical_s, 2), "embedder": vi.key, "vectors": report.as_dict(),
-            "chunks": vi.size(store), "coverage_ok": vi.coverage(store).ok}
+            "chunks": vi.size(store), "coverage_ok": vi.coverage(store).ok,
+            "embed_cache": {"hits": vi.embedder.hits, "misses": vi.embedder.misses}}
     if report.chunks_embedded:
         (work / f"embed-{vi.name}.json").write_text(json.dumps(report.as_dict()), encoding="utf-8")
     elif (work / f"embed-{vi.name}.json").exists():  # throughput of the run that did the embedding
         info["vectors_first_run"] = json.loads((work / f"embed-{vi.name}.json").read_text(encoding="utf-8"))
     store.close()
     return vault, path_to_doc, vi, info
+
+
+def _note_rows(store: Store) -> list[tuple[str, str, str, str]]:
+    """(path, title, description, body) of every ranked note."""
+    rows = store.conn.execute(
+        "SELECT n.path, n.title, n.description, coalesce(f.body, '') FROM notes n "
+        "JOIN fts_trigram f ON f.rowid = n.id WHERE n.ranked = 1 ORDER BY n.path").fetchall()
+    return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def note_vector_text(title: str, description: str, body: str) -> str:
+    """Seed 000's recipe: title, description, the first 2,000 characters (the model truncates)."""
+    return "\n\n".join(x for x in (title, description, body[:NOTE_VECTOR_CHARS]) if x.strip())
+
+
+def run_baseline(store: Store, queries: Mapping[str, str], path_to_doc: Mapping[str, str], mode: str,
+                 vi: VectorIndex, prefix_of: Callable[[str], str | None] | None = None, k: int = 100,
+                 map_doc: Callable[[str], str] | None = None) -> tuple[dict[str, list[str]], dict[str, Any], int]:
+    """The plain baselines (module docstring), over the same notes as the pipeline."""
+    import sqlite3
+
+    import numpy as np
+
+    notes = _note_rows(store)
+    paths = np.asarray([p for p, *_ in notes], dtype=object)
+    if mode == "note-vector":
+        matrix = vi.embedder.embed_passages([note_vector_text(t, d, b) for _, t, d, b in notes])
+    else:
+        mem = sqlite3.connect(":memory:")
+        mem.execute("CREATE VIRTUAL TABLE docs USING fts5(path UNINDEXED, text, "
+                    "tokenize = 'porter unicode61 remove_diacritics 2')")
+        mem.executemany("INSERT INTO docs VALUES (?, ?)", ((p, words_text(t + "\n" + b)) for p, t, _, b in notes))
+    run: dict[str, list[str]] = {}
+    wall: list[float] = []
+    for qid, text in queries.items():
+        t0 = time.perf_counter()
+        prefix = prefix_of(qid) if prefix_of else None
+        if mode == "note-vector":
+            scores = matrix @ vi.embedder.embed_queries([text])[0]
+            if prefix:
+                scores = np.where([str(p).startswith(prefix) for p in paths], scores, -np.inf)
+            top = np.argsort(-scores, kind="stable")[:k]
+            found = [str(paths[i]) for i in top if np.isfinite(scores[i])]
+        else:
+            words = sorted({w for w in re.findall(r"\w+", words_text(text).lower())})
+            expr = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+            sql = "SELECT path FROM docs WHERE docs MATCH ?" + (" AND path LIKE ?" if prefix else "") + \
+                " ORDER BY bm25(docs) LIMIT ?"
+            found = [r[0] for r in mem.execute(sql, (expr, *([prefix + "%"] if prefix else []), k))] if words else []
+        wall.append(time.perf_counter() - t0)
+        docs = [path_to_doc[p] for p in found if p in path_to_doc]
+        run[qid] = [map_doc(d) for d in docs] if map_doc else docs
+    latency = {"wall": {k2: v for k2, v in latency_summary(wall).items() if k2 in ("p50_ms", "p95_ms")}}
+    return run, latency, 0
 
 
 def run_mode(store: Store, queries: Mapping[str, str], path_to_doc: Mapping[str, str], mode: str, vi: VectorIndex,
@@ -134,7 +206,11 @@ def compare(name: str, dataset: Path, split_qrels: dict[str, Path], modes: list[
     store = Store(vault)
     rows = []
     for mode in modes:
-        run, latency, errors = run_mode(store, queries, path_to_doc, mode, vi, reranker, prefix_of, map_doc=map_doc)
+        if mode in BASELINES:
+            run, latency, errors = run_baseline(store, queries, path_to_doc, mode, vi, prefix_of, map_doc=map_doc)
+        else:
+            run, latency, errors = run_mode(store, queries, path_to_doc, mode, vi, reranker, prefix_of,
+                                            map_doc=map_doc)
         for label, qrels in qrels_sets.items():
             scores = evaluate(run, qrels, metrics)
             row: dict[str, Any] = {"mode": mode, "level": label, **{m: round(v, 4) for m, v in scores.items()}}

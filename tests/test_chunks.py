@@ -89,3 +89,19 @@ def test_chunks_embed_what_a_reader_sees_with_spans_over_the_original(count_toke
     assert len(chunks) == 1  # the addresses would have overflowed the window; the link texts fit
     assert "https://" not in chunks[0].text and "[item 59]" in chunks[0].text
     assert (chunks[0].start, chunks[0].end) == (0, len(body))
+
+
+def test_note_passages_whole_when_it_fits_and_no_description_twice(count_tokens) -> None:
+    from memory_hub.index.chunks import note_passages
+
+    body = "Alterations of white matter affect cortical development.\n\nMore about diffusion tensor imaging.\n"
+    # a description taken from the first paragraph is not embedded a second time
+    one = note_passages("Brain MRI", body, count_tokens, 512, description="Alterations of white matter affect…")
+    assert [c.level for c in one] == ["note"] and one[0].text.count("Alterations") == 1
+    # a hand-written description is embedded with the note
+    own = note_passages("Brain MRI", body, count_tokens, 512, description="Newborn imaging study.")
+    assert own[0].text.startswith("Brain MRI\n\nNewborn imaging study.")
+    # too long for the window: the note's opening, then chunks over all of it
+    long = note_passages("Log", "\n\n".join(f"Paragraph {n} " + "word " * 60 for n in range(30)), count_tokens, 512)
+    assert long[0].level == "note" and long[0].start == 0 and all(c.level == "chunk" for c in long[1:])
+    assert len(long) > 5 and long[-1].end > long[1].start

@@ -144,3 +144,16 @@ def test_progress_draws_on_a_terminal_only() -> None:
     with Progress(5, "indexing", stream=small) as bar:  # short runs do not flicker a bar
         bar.advance(5)
     assert small.getvalue() == ""
+
+
+def test_search_says_when_nothing_really_matches(vault: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A query of words the vault never saw is flagged low_confidence, in text and --json."""
+    code, out, _ = run(capsys, "--vault", str(vault), "search", "zyxquorble", "--mode", "lexical", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["low_confidence"] is True and data["results"] == []
+    code, out, _ = run(capsys, "--vault", str(vault), "search", "ERR_CERT_AUTHORITY_INVALID", "--mode", "lexical",
+                       "--json")
+    assert json.loads(out)["low_confidence"] is False
+    code, out, _ = run(capsys, "--vault", str(vault), "search", "how do I refinance my mortgage with zyxquorble",
+                       "--mode", "lexical", "--explain")
+    assert "low confidence" in out or "no results" in out

@@ -181,3 +181,31 @@ def test_terms_in_every_note_in_scope_leave_the_vector_query(make_vault, capsys,
     assert main(["--vault", str(vault), "search", "What did Caroline paint?", "--path-prefix", "chat/",
                  "--mode", "vector", "--explain"]) == 0
     assert "vector query: What did paint?" in capsys.readouterr().out
+
+
+def test_nonsense_is_low_confidence_in_every_mode_a_real_question_is_not(searcher) -> None:
+    """Vectors always rank something; the flag says those are only the nearest notes."""
+    for mode in ("vector", "hybrid", "hybrid+graph"):
+        nonsense = searcher.search("zyxquorble blorptastic", k=3, mode=mode, explain=True)
+        assert nonsense.hits and nonsense.low_confidence, mode
+        assert any("low confidence" in w for w in nonsense.warnings)
+        assert nonsense.evidence["unknown"] == 1.0
+        real = searcher.search("promote the standby replica", k=3, mode=mode)
+        assert real.hits and not real.low_confidence, mode
+    # a question in a script the vault does not write in is cross-lingual, not unknown
+    assert not searcher.search("データベースの切り替え", k=3, mode="hybrid").low_confidence
+    # an exact identifier is evidence enough, whatever else the query says
+    assert not searcher.search("ERR_042 zyxquorble", k=3, mode="hybrid").low_confidence
+
+
+def test_a_channel_without_evidence_does_not_drag_a_strong_one_down(searcher) -> None:
+    """With the lexical ramp on, a note matching one stray query word loses its lexical vote."""
+    from memory_hub.retrieval.fusion import Evidence, FusionParams, fuse
+
+    channels = {"words": [(7, 3.0)], "vectors": [(1, 0.9), (2, 0.88), (7, 0.5)]}
+    raw = {"bm25": [(7, 3.0)], "vectors": channels["vectors"]}
+    plain = fuse(channels, raw, Evidence(coverage=0.05, separation=3.0), FusionParams())
+    ramped = fuse(channels, raw, Evidence(coverage=0.05, separation=3.0), FusionParams(lexical_low=0.2, lexical_high=0.6))
+    assert plain.order[0] == 7 and ramped.order[:2] == [1, 2] and ramped.weights["words"] == 0.0
+    full = fuse(channels, raw, Evidence(coverage=1.0, separation=3.0), FusionParams(lexical_low=0.2, lexical_high=0.6))
+    assert full.order[0] == 7 and full.weights["words"] == 1.0

@@ -247,3 +247,37 @@ def test_bare_terms_drop_possessives_once() -> None:
 def test_a_curly_possessive_finds_a_straight_one(tvault) -> None:
     _, store = tvault
     assert paths(store, "Go’s conventions")[:1] == paths(store, "Go's conventions")[:1] == ["go-service-conventions.md"]
+
+
+def test_capitalised_names_are_not_identifiers_but_paths_and_code_are() -> None:
+    for tok in ("iPhone", "macOS", "GitHub", "YouTube", "JavaScript", "iOS", "and/or", "mg/kg", "e.g"):
+        assert not is_identifier(tok), tok
+    for tok in ("runbooks/db-failover.md", "vault-conventions.md", "app.py", "os.path", "~/notes", "useState"):
+        assert is_identifier(tok), tok
+
+
+def test_names_in_prose_pin_nothing_quotes_pin_always() -> None:
+    from memory_hub.retrieval.search import pinned_identifiers
+
+    assert pinned_identifiers(analyze_query("how do I sync my vault between iPhone and desktop?")) == []
+    assert pinned_identifiers(analyze_query("GitHub YouTube")) == []
+    long = 'where did we write down "blue-green rollback" for the partner api deploys last spring'
+    assert pinned_identifiers(analyze_query(long)) == ["blue-green rollback"]
+    assert pinned_identifiers(analyze_query("see `apply_secrets` step")) == ["apply_secrets"]
+
+
+def test_stop_words_never_score(tvault) -> None:
+    """Stop-words leave the lexical query (my, me, it, …); a query of nothing else has no lexical terms."""
+    q = analyze_query("publish my notes as a free website")
+    assert q.words == ["publish", "notes", "free", "website"] and "my" not in q.trigram
+    assert analyze_query("what is it").empty and analyze_query("Is it mine?").empty
+    _, store = tvault
+    result = search(store, "what is it", mode="lexical")
+    assert result.hits == [] and result.warnings
+
+
+def test_a_quoted_phrase_pins_the_notes_that_hold_it(tvault) -> None:
+    _, store = tvault
+    result = search(store, 'the "expired intermediate" story again', mode="lexical")
+    assert result.hits[0].exact and "expired intermediate" in (result.hits[0].title + lexical.body_of(
+        store.conn, result.hits[0].note_id)).lower()

@@ -9,7 +9,14 @@ from memory_hub.vault.notes import infer_kind, parse_note
 
 def test_title_fallbacks() -> None:
     assert parse_note("a/b.md", "---\ntitle: From YAML\n---\n# Heading\n").title == "From YAML"
-    assert parse_note("a/b.md", "intro\n\n# The **H1** [[x|link]]\n").title == "The H1 link"
+    assert parse_note("a/b.md", "# The **H1** [[x|link]]\n\nintro\n").title == "The H1 link"
+    # an H1 further down is a section, not the title (obsidian-hub's footer "# This note in GitHub")
+    assert parse_note("a/b.md", "intro\n\n# The **H1** [[x|link]]\n").title == "b"
+    footer = "---\ntags: [x]\n---\n%% Add a description %%\n\nSome text.\n\n# This note in GitHub\n\n<span>Edit</span>\n"
+    assert parse_note("05 - Concepts/PARA.md", footer).title == "PARA"
+    # comments, badges, images and tags may stand above the title heading
+    badges = "%% ----- Badges ----- %%\n![Downloads](https://img.shields.io/x)\n<br>\n#theme\n\n# Serenity\n\nText.\n"
+    assert parse_note("Themes/x.md", badges).title == "Serenity"
     assert parse_note("a/b.md", "## only h2\n\ntext\n").title == "b"
     assert parse_note("a/b.md", "```\n# not a heading\n```\n").title == "b"
 
@@ -80,3 +87,35 @@ def test_descriptions_keep_snake_case_identifiers() -> None:
     assert "ERR_CERT_AUTHORITY_INVALID" in note.description
     assert "invalid_token" in note.description
     assert plain_text("_emphasis_ and __strong__ stay readable") == "emphasis and strong stay readable"
+
+
+def test_templates_by_placeholder_wherever_they_live() -> None:
+    """Handlebars/Templater fields outside code, comments and link texts make a note a template."""
+    moc = "---\ntags: [MOC]\n---\n\n# {{title}}\n\n#placeholder/description\n\n## MOC\n"
+    note = parse_note("00 - Contribute/01 Templates/T - MOCs.md", moc)
+    assert note.kind == "template" and not note.ranked and note.title == "T - MOCs"
+    assert parse_note("anywhere/t.md", "Yesterday: <% tp.date.yesterday() %>\n").kind == "template"
+    assert parse_note("anywhere/t.md", "---\ncreated: '<% tp.date.now() %>'\n---\nText.\n").kind == "template"
+    # naming a placeholder in prose, in code, in a link text or in a comment is not being a template
+    for text in ("Use `{{title}}` to insert the title.\n",
+                 "```\n<% tp.file.title %>\n```\n",
+                 "- [Add {{obsidianTasksCancelledDate}} to the placeholders](https://x/issues/85)\n",
+                 "- [[mrj-text-expand|Text {{expand}}]]: search and paste\n",
+                 "<!-- - GitHub: [{{title}}](https://github.com/{{title}}/) -->\nA person.\n"):
+        assert parse_note("guides/g.md", text).kind == "knowledge", text
+
+
+def test_template_folders_with_numbering_and_folder_notes() -> None:
+    assert infer_kind("00 - Hub/01 Templates/T - Author.md") == "template"
+    assert infer_kind("🗂️ Templates/x.md") == "template"
+    assert infer_kind("00 - Hub/01 Templates/🗂️ 01 Templates.md") == "knowledge"  # the folder's index note
+    assert infer_kind("03 - Showcases & Templates/x.md") == "knowledge"
+
+
+def test_descriptions_leave_out_comments_html_and_tag_lines() -> None:
+    text = ("# PARA\n\n%% Add a description below this line. %%\n\n#placeholder/description\n\n"
+            "Plugin ID: nldates <button id=HH>Open in Obsidian</button> by argenos.\n")
+    note = parse_note("PARA.md", text)
+    assert note.description == "Plugin ID: nldates Open in Obsidian by argenos."
+    assert "%%" not in note.description and "<button" not in note.description
+    assert parse_note("x.md", "---\ndescription: Said.\n---\nFirst.\n\nSecond.\n").leads == ["Said.", "First.", "Second."]

@@ -52,3 +52,13 @@ def test_argument_errors_are_tool_errors(template_vault: tuple[Path, Store]) -> 
                  lambda: tools.capture(state, "ok", title="t" * 500)):
         with pytest.raises(tools.ToolError):
             call()
+
+
+def test_search_tool_reports_low_confidence(template_vault: tuple[Path, Store]) -> None:
+    vault, _ = template_vault
+    state = ServerState.open(vault)
+    state.models_ready.set()
+    out = tools.search(state, "zyxquorble", k=3, mode="lexical")
+    assert out["low_confidence"] is True and "hint" in out
+    good = tools.search(state, "blue-green rollback", k=3, mode="lexical")
+    assert good["low_confidence"] is False and good["results"]

@@ -319,6 +319,7 @@ def test_sync_report_json_shape(make_vault) -> None:
     vault, store = make_vault({"a.md": "x\n"}, index=False)
     data = sync(vault, store=store).as_dict()
     assert set(data) == {"added", "updated", "deleted", "renamed", "unchanged", "skipped", "problems",
-                         "links_resolved", "usage_events", "seconds", "interrupted"}
+                         "links_resolved", "usage_events", "seconds", "interrupted", "reparsed",
+                         "descriptions_changed"}
     assert data["added"] == ["a.md"]
     json.dumps(data)

@@ -201,3 +201,59 @@ def test_a_no_change_sync_needs_no_model_and_no_table_scan(vault, embedder, monk
     assert report.notes_embedded == 1 and current_embedder(store, fingerprint) == embedder.identity.key
     shutil.rmtree(lancedb_dir(path))
     assert current_embedder(store, fingerprint) is None  # the table went away under it
+
+
+def test_a_note_that_fits_is_one_vector_a_long_one_adds_chunks(vault, embedder) -> None:
+    """Note-level passages: the whole note when it fits the window; else its opening plus chunks."""
+    root, store = vault
+    long_body = "\n\n".join(f"## Step {n}\n\nRun migration {n} against the replica, then check lag {n}." * 3
+                            for n in range(40))
+    write_files(root, {"long.md": "---\ntitle: Long runbook\n---\n" + long_body + "\n"})
+    sync(root, store=store)
+    vi = VectorIndex(root, embedder)
+    vi.sync(store, progress=False)
+    rows = vi._read(vi._table(), ["path", "level", "start", "end"])
+    by_path: dict[str, list[str]] = {}
+    for path, level in zip(rows.column("path").to_pylist(), rows.column("level").to_pylist(), strict=True):
+        by_path.setdefault(path, []).append(level)
+    assert by_path["pasta.md"] == ["note"] and by_path["db-failover.md"] == ["note"]
+    assert by_path["long.md"].count("note") == 1 and by_path["long.md"].count("chunk") > 5
+    # a detail deep in the long note is found through its chunk, and the hit names that chunk
+    hit = vi.search_notes(store, "check lag 37 after migration 37")[0]
+    assert hit[2].path == "long.md" and hit[2].heading.endswith("Step 37")
+    # the note-level vector alone answers for a short note: its passage is the whole note
+    top = vi.search_notes(store, "how long should noodles boil")[0][2]
+    assert top.path == "pasta.md" and (top.start, top.heading) == (0, "")
+
+
+def test_a_long_note_does_not_win_for_having_many_chunks(vault, embedder) -> None:
+    """A chunk must beat the note's own vector by ``chunk_offset`` to speak for it."""
+    root, store = vault
+    vi = VectorIndex(root, embedder)
+    qvec = embedder.embed_queries(["promote the standby replica"])[0]
+    scored = vi.note_scores(store, qvec, chunk_offset=-1.0)  # chunks can never win
+    m, best, best_row = scored
+    assert all(m.is_note[r] for r in best_row)
+
+
+def test_an_index_of_the_previous_layout_is_migrated_on_the_next_sync(vault, embedder) -> None:
+    """A chunks_* table (layout 1) is read for vectors still valid, then dropped; the report says so."""
+    import pyarrow as pa
+
+    root, store = vault
+    vi = VectorIndex(root, embedder)
+    current = vi._read(vi._table(), ["id", "path", "note_hash", "ordinal", "start", "end", "heading", "text",
+                                     "embedder", "vector"])
+    db = vi._connect()
+    legacy_name = vectors_mod.table_name(vi.key, "chunks_")
+    keep = [i for i, p in enumerate(current.column("path").to_pylist()) if p != "pasta.md"]
+    legacy = current.take(pa.array(keep))
+    db.create_table(legacy_name, data=legacy)  # the old layout had no `level` column
+    db.drop_table(vi.name)
+    fresh = VectorIndex(root, embedder)
+    report = fresh.sync(store, progress=False)
+    assert report.migrated == {"from": "chunks (layout 1)", "reused": len(keep), "done": True}
+    assert report.notes_embedded == 3 and report.chunks_embedded == 1  # only pasta.md had no vector to reuse
+    assert "upgraded the vector index" in report.summary()
+    assert legacy_name not in fresh._table_names() and fresh.coverage(store).ok
+    assert fresh.search_notes(store, "boil the noodles")[0][2].path == "pasta.md"

@@ -8,7 +8,9 @@ fresh process spends loading them) and searches in-process when no server answer
 
 * ``search``: {query, results: [{path, title, description, kind, date, score, snippet, tags, exact}
                (+ channels, calibration, graph, rerank with --explain)], timings_ms: {stage: ms},
-               warnings: [str], served_by: server|in-process} (+ vector_query with --explain)
+               warnings: [str], low_confidence: bool (no channel found real evidence; the hits are only
+               the nearest notes), served_by: server|in-process} (+ vector_query and evidence with
+               --explain: what the embedder was asked, each channel's evidence and weight)
 * ``links``:  {note, title, backlinks: int, links: [{target, kind, heading, block, alias, line,
                target_path (null when dangling)}], neighbours: [{path, title, hops, direction, via}]}
 """
@@ -82,13 +84,22 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         print_json(data)
         return 0
+    low = bool(data.get("low_confidence"))
+    hint = None
+    if low:  # imported only then: a search through the server stays a light process
+        from ..retrieval.search import LOW_CONFIDENCE_HINT as hint
     for warning in data["warnings"]:
-        print(f"warning: {warning}", file=sys.stderr)
+        if warning != hint:
+            print(f"warning: {warning}", file=sys.stderr)
     if args.explain and data.get("vector_query") and data["vector_query"] != data["query"]:
         print(f"vector query: {data['vector_query']}  (terms found in nearly every note in scope left out)")
+    if args.explain and data.get("evidence"):
+        print(f"evidence: {json.dumps(data['evidence'], ensure_ascii=False)}")
     if not data["results"]:
         print("no results")
         return 0
+    if hint:
+        print(hint)
     from ..textsafe import visible
 
     for rank, hit in enumerate(data["results"], start=1):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -293,3 +294,134 @@ def exact_matches(conn: sqlite3.Connection, identifiers: Sequence[str], filters:
 def body_of(conn: sqlite3.Connection, note_id: int) -> str:
     row = conn.execute("SELECT body FROM fts_trigram WHERE rowid = ?", (note_id,)).fetchone()
     return row[0] if row else ""
+
+
+# -- how much of the query a lexical match covers --------------------------------------------------
+
+DF_CAP = 2000  # document frequencies are counted up to this many notes (a common term's IDF is ~0 anyway)
+_df_cache: dict[tuple[str, str], int] = {}
+_df_generation: dict[str, str] = {}
+
+
+def _generation(conn: sqlite3.Connection) -> str:
+    """The database file this connection reads and a stamp that moves with every write to it
+    (the modification times of the file and its WAL): document counts are cached per stamp."""
+    db = conn.execute("PRAGMA database_list").fetchone()[2]
+    stamps = []
+    for suffix in ("", "-wal"):
+        try:
+            stamps.append(str(os.stat(db + suffix).st_mtime_ns))
+        except OSError:
+            stamps.append("-")
+    stamp = ":".join(stamps)
+    if _df_generation.get(db) != stamp:  # the index changed: every count of this file is stale
+        for key in [k for k in _df_cache if k[0] == db]:
+            del _df_cache[key]
+        _df_generation[db] = stamp
+    return db
+
+
+def _cached_count(conn: sqlite3.Connection, term: str, sql: str, params: tuple[object, ...]) -> int:
+    db = _generation(conn)
+    key = (db, term)
+    if key not in _df_cache:
+        if len(_df_cache) > 50_000:
+            _df_cache.clear()
+        _df_cache[key] = int(conn.execute(sql, params).fetchone()[0])
+    return _df_cache[key]
+
+
+def document_frequency(conn: sqlite3.Connection, term: str) -> int:
+    """Notes of the word table holding ``term`` (a word or a CJK bigram), counted up to DF_CAP."""
+    sql = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
+    return _cached_count(conn, term, sql, (quote(term), DF_CAP))
+
+
+def ranked_notes(conn: sqlite3.Connection) -> int:
+    """Notes in lexical ranking (cached like document frequencies: counting reads the whole table)."""
+    return _cached_count(conn, "\0ranked", "SELECT count(*) FROM notes WHERE ranked = 1", ())
+
+
+def coverage(conn: sqlite3.Connection, terms: QueryTerms, note_ids: Sequence[int]) -> float:
+    """The largest share of the query that one of ``note_ids`` contains, each term weighted by its
+    IDF: 1.0 when a note holds every term, near 0 when the notes match only its commonest words.
+
+    This is what "the lexical channel has real evidence" means in fusion (``retrieval/search.py``):
+    an English question over Japanese notes matches one loan word, a paraphrase matches "notes"
+    and "obsidian" — BM25 still ranks those notes, but they are not evidence. One indexed lookup
+    per term for the few notes asked about, plus a capped document-frequency count per term
+    (cached).
+    """
+    words = list(dict.fromkeys(terms.words))
+    if not words or not note_ids:
+        return 0.0
+    ids = ",".join(str(int(i)) for i in note_ids)
+    every = f"SELECT 1 FROM fts_words WHERE fts_words MATCH ? AND rowid IN ({ids}) LIMIT 1"
+    if conn.execute(every, (match_expression(words, "AND"),)).fetchone():
+        return 1.0  # one note holds every term: no need to weigh them
+    total = max(1, ranked_notes(conn))
+    dfs = {w: min(document_frequency(conn, w), total) for w in words}
+    idf = {w: math.log(1 + (total - df + 0.5) / (df + 0.5)) for w, df in dfs.items()}
+    whole = sum(idf.values())
+    if whole <= 0:
+        return 0.0
+    got: dict[int, float] = {int(i): 0.0 for i in note_ids}
+    for w in words:
+        for (rowid,) in conn.execute(f"SELECT rowid FROM fts_words WHERE fts_words MATCH ? AND rowid IN ({ids})",
+                                     (quote(w),)):
+            got[int(rowid)] = got.get(int(rowid), 0.0) + idf[w]
+    return max(got.values()) / whole
+
+
+CJK_VAULT_SHARE = 0.05  # a vault with CJK text in at least this share of its notes writes in CJK
+CJK_DOMINANT_SHARE = 0.5  # … and in more than this share, mostly in CJK: English words are loans there
+
+
+def cjk_share(conn: sqlite3.Connection, at_least: float) -> bool:
+    """Whether at least ``at_least`` of the vault's notes have CJK text (the commonest particles,
+    counted up to that many notes)."""
+    total = ranked_notes(conn)
+    sql = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
+    need = max(1, int(total * at_least))
+    return any(_cached_count(conn, f"\0cjk:{mark}:{need}", sql, (quote(mark) + "*", need)) >= need
+               for mark in ("の", "的", "이"))
+
+
+def unknown_share(conn: sqlite3.Connection, terms: QueryTerms) -> float | None:
+    """The share of the query (IDF-weighted) made of words no note contains — in a script the
+    vault writes in: a Japanese question over English notes is not unknown, it is cross-lingual.
+
+    Near 1.0 for ``zyxquorble`` or "how do I refinance my mortgage?" over notes about a note-taking
+    app: the vault has never seen what the query is about, so whatever the channels rank is noise.
+    In a vault written mostly in Japanese an English question shares few words with the notes by
+    nature, so there its words count as unknown only when not one of them occurs anywhere.
+    None when no term is in the vault's scripts (nothing to judge by)."""
+    words = list(dict.fromkeys(terms.words))
+    if not words:
+        return None
+    total = max(1, ranked_notes(conn))
+    flags: dict[str, bool] = {}
+
+    def vault(kind: str) -> bool:
+        if kind not in flags:
+            flags[kind] = cjk_share(conn, CJK_VAULT_SHARE if kind == "cjk" else CJK_DOMINANT_SHARE)
+        return flags[kind]
+
+    native = [0.0, 0.0]  # [IDF mass, unknown IDF mass]
+    loaned = [0.0, 0.0]
+    for w in words:
+        if has_cjk(w):
+            if not vault("cjk"):
+                continue
+            bucket = native
+        else:
+            bucket = loaned if vault("dominant") else native
+        df = min(document_frequency(conn, w), total)
+        idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
+        bucket[0] += idf
+        bucket[1] += idf if df == 0 else 0.0
+    if native[0] > 0:
+        return native[1] / native[0]
+    if loaned[0] > 0:
+        return 1.0 if loaned[1] >= loaned[0] else 0.0
+    return None

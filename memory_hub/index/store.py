@@ -17,7 +17,12 @@ from pathlib import Path
 from ..config import db_path, index_dir
 from ..locks import file_lock
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Schema changes an existing index takes in place on open (version → statements). Each one leaves
+# a note that makes the next sync re-read every note, so new columns are filled from the files.
+MIGRATIONS: dict[int, str] = {
+    2: "ALTER TABLE notes ADD COLUMN leads TEXT NOT NULL DEFAULT '[]';",  # description candidates
+}
 
 # Column order of both lexical tables; the bm25() weights in lexical.py follow it.
 FTS_COLUMNS = ("title", "aliases", "tags", "description", "body")
@@ -68,6 +73,7 @@ CREATE TABLE IF NOT EXISTS notes (
     dates       TEXT NOT NULL DEFAULT '{{}}',   -- JSON object: created, updated, due, deadline…
     frontmatter TEXT NOT NULL DEFAULT '{{}}',   -- JSON object, the whole block
     ranked      INTEGER NOT NULL,              -- 1 when the note takes part in lexical ranking
+    leads       TEXT NOT NULL DEFAULT '[]',    -- JSON list: description candidates (index/describe.py)
     mtime_ns    INTEGER NOT NULL,
     size        INTEGER NOT NULL,
     hash        TEXT NOT NULL,
@@ -127,13 +133,14 @@ class Store:
         self.dir = index_dir(self.vault)
         self.path = db_path(self.vault)
         self._local = threading.local()
+        self.migrated_from: int | None = None  # the schema version this open upgraded, if any
         self._ensure()
 
     def _ensure(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         conn = self.conn
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
+        if version > SCHEMA_VERSION or (version and version + 1 not in MIGRATIONS and version != SCHEMA_VERSION):
             raise RuntimeError(
                 f"index schema {version} is not {SCHEMA_VERSION}; run `memory-hub index --rebuild`"
             )
@@ -142,10 +149,18 @@ class Store:
                 conn.executescript(SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         else:
+            if version < SCHEMA_VERSION:
+                with self.writer():
+                    version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have done it
+                    if version < SCHEMA_VERSION:  # one transaction: all steps land, or none
+                        steps = "".join(MIGRATIONS[v] for v in range(version + 1, SCHEMA_VERSION + 1))
+                        conn.executescript(f"BEGIN; {steps} DELETE FROM meta WHERE key = 'parse_version';"
+                                           f" PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+                        self.migrated_from = version
             self._upgrade(conn)
 
     def _upgrade(self, conn: sqlite3.Connection) -> None:
-        """Bring an index made by an older version up to this schema, in place."""
+        """Bring an index made by an older version of this schema up to date, in place."""
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'links_in'").fetchone() is None:
             with self.writer():  # an index made before the covering link indexes existed
                 conn.executescript(LINK_INDEXES)

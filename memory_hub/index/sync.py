@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..progress import Progress
-from ..vault.notes import ATTACHMENT, Note, parse_note
+from ..vault.notes import ATTACHMENT, PARSE_VERSION, Note, parse_note
 from ..vault.walk import (
     FileStat,
     OutsideVault,
@@ -32,7 +32,7 @@ from ..vault.walk import (
     safe_path,
     walk,
 )
-from . import graph, lexical, usage
+from . import describe, graph, lexical, usage
 from .store import Store, reset
 
 # Hooks other index stages (vectors, recall) register to hear about changed notes.
@@ -47,6 +47,9 @@ class SyncReport:
     updated: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     renamed: list[tuple[str, str]] = field(default_factory=list)
+    # notes re-read although their file did not change, because the note parser did (PARSE_VERSION)
+    reparsed: list[str] = field(default_factory=list)
+    descriptions_changed: int = 0  # notes whose shown description changed (index/describe.py)
     unchanged: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)  # indexed, but with a problem
@@ -57,7 +60,8 @@ class SyncReport:
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.updated or self.deleted or self.renamed)
+        return bool(self.added or self.updated or self.deleted or self.renamed or self.reparsed
+                    or self.descriptions_changed)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -65,6 +69,8 @@ class SyncReport:
             "updated": self.updated,
             "deleted": self.deleted,
             "renamed": [list(r) for r in self.renamed],
+            "reparsed": len(self.reparsed),
+            "descriptions_changed": self.descriptions_changed,
             "unchanged": self.unchanged,
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "problems": [{"path": p, "problem": m} for p, m in self.problems],
@@ -77,6 +83,8 @@ class SyncReport:
     def summary(self) -> str:
         parts = [f"{len(self.added)} added", f"{len(self.updated)} updated", f"{len(self.deleted)} deleted",
                  f"{len(self.renamed)} renamed", f"{self.unchanged} unchanged"]
+        if self.reparsed:
+            parts.append(f"{len(self.reparsed)} re-read (the note parser changed)")
         if self.skipped:
             parts.append(f"{len(self.skipped)} skipped")
         if self.problems:
@@ -133,19 +141,20 @@ def _upsert(store: Store, conn: sqlite3.Connection, note: Note, stat: FileStat, 
         note.path, note.title, note.description, note.kind, note.scope,
         json.dumps(note.tags, ensure_ascii=False), aliases,
         json.dumps(note.dates, ensure_ascii=False), json.dumps(note.frontmatter, ensure_ascii=False, default=str),
-        int(note.ranked), stat.mtime_ns, stat.size, digest, time.time(),
+        int(note.ranked), json.dumps(note.leads, ensure_ascii=False), stat.mtime_ns, stat.size, digest,
+        time.time(),
     )
     if row:
         note_id = int(row[0])
         conn.execute(
             "UPDATE notes SET path=?, title=?, description=?, kind=?, scope=?, tags=?, aliases=?, dates=?,"
-            " frontmatter=?, ranked=?, mtime_ns=?, size=?, hash=?, indexed_at=? WHERE id=?",
+            " frontmatter=?, ranked=?, leads=?, mtime_ns=?, size=?, hash=?, indexed_at=? WHERE id=?",
             (*values, note_id),
         )
     else:
         cur = conn.execute(
             "INSERT INTO notes(path, title, description, kind, scope, tags, aliases, dates, frontmatter,"
-            " ranked, mtime_ns, size, hash, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " ranked, leads, mtime_ns, size, hash, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             values,
         )
         note_id = int(cur.lastrowid)
@@ -406,12 +415,13 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
             print(f"warning: {skip.path}: {skip.reason}", file=sys.stderr)
             _record_skip(c, skip)
 
-    # Decide what to (re)read.
+    # Decide what to (re)read. A new note parser re-reads every note once (a full sync only).
+    reparse = only is None and store.get_meta("parse_version") != PARSE_VERSION
     todo: list[FileStat] = []
     skipped_before = skipped_as_seen(conn)
     for st in files:
         old = known.get(st.path) or skipped_before.get(st.path)
-        if old and old[0] == st.mtime_ns and old[1] == st.size:
+        if old and old[0] == st.mtime_ns and old[1] == st.size and not (reparse and st.is_note):
             report.unchanged += 1
         else:
             todo.append(st)
@@ -422,7 +432,8 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
         missing_by_hash.setdefault(known[p][2], []).append(p)
 
     resolver = graph.build_resolver(conn) if todo else None
-    notes = [(st, known[st.path][2] if st.path in known else None) for st in todo if st.is_note]
+    # the known hash lets a worker skip parsing a touched file; a new parser re-reads them all
+    notes = [(st, known[st.path][2] if st.path in known and not reparse else None) for st in todo if st.is_note]
     with Progress(len(todo), "indexing", enabled=progress if progress is not None else None) as bar, \
             _Batch(store) as batch:
         for st in todo:
@@ -463,6 +474,8 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
             _upsert(store, batch.conn(), note, st, done.digest, resolver, old_path=renamed_from, rows=done.rows)
             if renamed_from:
                 report.renamed.append((renamed_from, st.path))
+            elif old and old[2] == done.digest:
+                report.reparsed.append(st.path)
             elif old:
                 report.updated.append(st.path)
             else:
@@ -472,6 +485,12 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
             _delete(store, batch.conn(), path)
             report.deleted.append(path)
             batch.wrote()
+
+    if report.changed or reparse:
+        with store.transaction() as c:
+            report.descriptions_changed = describe.refresh(c)
+            if reparse:
+                store.set_meta(c, "parse_version", PARSE_VERSION)
 
     if store.get_meta("links_dirty") == "1":
         with store.transaction() as c:

@@ -39,7 +39,11 @@ STOPWORDS = frozenset(
     into is it its of on or our so than that the their them then there these they this those to
     was we were what when where which while who whom why will with would you your about after
     also any been before being between both each few more most no nor not only other over same
-    should some such too under until very""".split()
+    should some such too under until very
+    me my mine myself us ours ourselves yours yourself yourselves he him his himself she her hers
+    herself itself theirs themselves am doing having because against through during above below
+    up down out off again further once here all own just now s t don shall may might must
+    i'm i've i'd it's isn't aren't don't doesn't didn't can't won't""".split()
 )
 # Hiragana runs that are grammar, not content (particles, copulas, question endings).
 _FUNCTION_HIRAGANA = frozenset(
@@ -91,6 +95,7 @@ class QueryTerms:
     words: list[str] = field(default_factory=list)  # word-table terms (words, CJK bigrams)
     prefixes: list[str] = field(default_factory=list)  # single CJK characters, matched by prefix
     identifiers: list[str] = field(default_factory=list)  # exact identifiers that must rank first
+    quoted: list[str] = field(default_factory=list)  # "quoted" / `code` strings: pinned whatever the query's length
     all_terms: list[str] = field(default_factory=list)  # distinct surface terms, for coverage
 
     @property
@@ -103,33 +108,48 @@ _IDENT_SHAPE = re.compile(
     r".*_.*|"  # snake_case / SCREAMING_CASE
     r".*[A-Za-z].*\d.*|.*\d.*[A-Za-z].*|"  # letters with digits (S3, DEC-0054, e5)
     r"[A-Za-z0-9]+(?:[-.:/][A-Za-z0-9]+)+|"  # dotted / hyphenated / path-like
-    r".*[a-z][A-Z].*"  # camelCase
+    r"[a-z]{2,}[A-Z][a-z].*"  # camelCase code names (getUser, useState)
     r")$"
 )
 _VERSION = re.compile(r"^\d+(?:\.\d+){1,3}$")
+# A file or a path: rooted (/etc, ~/x, ./x), three or more segments, or a name with an extension
+# (vault-conventions.md, runbooks/db-failover.md, app.py). Not "and/or" or "mg/kg": prose.
+_PATH = re.compile(r"^(?:~|\.{1,2})?/[\w.-]+|^[\w.-]+(?:/[\w.-]+){2,}$"
+                   r"|^(?:[\w.-]+/)*[\w-]{2,}\.[A-Za-z][A-Za-z0-9]{1,4}$")
+_NUMBER_CODE = re.compile(r"^\d{6,}$")  # a timestamp, an order or ticket number: never a quantity in prose
+_DOTTED = re.compile(r"^[A-Za-z0-9]{2,}(?:\.[A-Za-z0-9]+)+$")  # os.path, Node.js, obsidian.md
 
-
-_IDENT_MARK = re.compile(r"_|\d|[a-z][A-Z]|[A-Z]{2,}[-.:/]|[-.:/][A-Z]{2,}")
+# A mark a word never has: an underscore, a digit, a code-style camelCase hump, or an upper-case
+# part joined by -/./:/ (API-KEY). Capitals alone are not one: iPhone, macOS, GitHub, YouTube and
+# JavaScript are names people type in prose, and pinning the notes that contain them put three
+# unrelated notes above the Obsidian Sync note for "sync my vault between iPhone and desktop".
+_IDENT_MARK = re.compile(r"_|\d|^[a-z]{2,}[A-Z][a-z]|[A-Z]{2,}[-.:/]|[-.:/][A-Z]{2,}")
 
 
 def is_identifier(token: str) -> bool:
-    """Tokens a person means literally: error codes, snake_case, versions, ticket ids.
+    """Tokens a person means literally: error codes, snake_case, versions, ticket ids, paths.
 
     Plain hyphenated words (``long-term``, ``blue-green``) are prose, not identifiers: pinning every
-    note that contains them cost SciFact 0.01 nDCG. An identifier needs a mark a word never has:
-    an underscore, a digit, camelCase, or an upper-case part joined by ``-``/``.``/``:``/``/``.
+    note that contains them cost SciFact 0.01 nDCG. An identifier needs a mark a word never has
+    (``_IDENT_MARK``), or the shape of a file, a path or a dotted name.
     """
     if len(token) < 3 and not re.search(r"\d", token):
         return False
-    if _VERSION.match(token):
+    if _NUMBER_CODE.match(token):
         return True
+    if _VERSION.match(token) or _PATH.match(token) or _DOTTED.match(token):
+        return bool(re.search(r"[A-Za-z]", token)) or bool(_VERSION.match(token))
     return bool(_IDENT_SHAPE.match(token) and _IDENT_MARK.search(token))
 
 
 def is_strong_identifier(token: str) -> bool:
-    """Identifiers no prose word looks like: snake_case, versions, camelCase, 3+ digit runs."""
-    return bool("_" in token.strip("_") or _VERSION.match(token) or re.search(r"[a-z][A-Z]", token)
-                or re.search(r"\d{3,}", token))
+    """Identifiers no prose word looks like: snake_case, versions, camelCase, 3+ digit runs, paths."""
+    return bool("_" in token.strip("_") or _VERSION.match(token) or re.match(r"^[a-z]{2,}[A-Z][a-z]", token)
+                or re.search(r"\d{3,}", token) or _PATH.match(token))
+
+
+# Text a person quotes is meant literally: "exact phrase", “typographic”, `code`.
+_QUOTED = re.compile(r'"([^"\n]{2,100})"|“([^”\n]{2,100})”|`([^`\n]{1,100})`')
 
 
 def _dedupe(items: list[str]) -> list[str]:
@@ -156,10 +176,16 @@ def analyze_query(query: str) -> QueryTerms:
     if not text.strip():
         text = normalize(query)
     terms = QueryTerms()
+    for m in _QUOTED.finditer(text):
+        quoted = next(g for g in m.groups() if g is not None).strip()
+        if quoted and re.search(r"\w", quoted):
+            terms.quoted.append(quoted)
     latin = _CJK_RUN.sub(" ", text)
     tokens = [t.strip("'.:/#+@-") for t in _WORD.findall(latin)]
     tokens = [t for t in tokens if t]
-    content = [t for t in tokens if t.lower() not in STOPWORDS] or tokens
+    # Stop-words never score: a query of nothing else ("what is it") has no lexical terms at all,
+    # rather than ranking every title with "it" in it.
+    content = [t for t in tokens if t.lower() not in STOPWORDS and _POSSESSIVE.sub("", t).lower() not in STOPWORDS]
     for tok in content:
         terms.all_terms.append(tok)
         if is_identifier(tok):
@@ -195,6 +221,7 @@ def analyze_query(query: str) -> QueryTerms:
     terms.words = _dedupe(terms.words)
     terms.prefixes = _dedupe(terms.prefixes)
     terms.identifiers = _dedupe(terms.identifiers)
+    terms.quoted = _dedupe(terms.quoted)
     terms.all_terms = _dedupe(terms.all_terms)
     return terms
 

@@ -30,6 +30,7 @@ from typing import Any
 
 CALIBRATION_WEIGHTS: dict[str, float] = {"bm25": 0.6, "vectors": 0.4}
 HEAD = 30  # RRF positions whose order calibration may change
+MIN_SCORES = 3  # a channel calibrates only with at least this many raw scores
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,14 @@ def calibrate(order: Sequence[int], raw: Mapping[str, Sequence[tuple[int, float]
     """Re-order ``order[:head]`` by the weighted sum of each channel's z-scores.
 
     ``raw`` maps a channel name to its ``[(id, raw score)]`` list, best first. Channels not in
-    ``weights`` are ignored; with fewer than two weighted channels present there is nothing to
-    calibrate against and ``order`` is returned as it is.
+    ``weights`` (or with fewer than ``MIN_SCORES`` scores) are ignored; with fewer than two such
+    channels there is nothing to calibrate against and ``order`` is returned as it is.
     """
-    used = {name: standardise(raw[name]) for name in weights if raw.get(name)}
+    # A channel with fewer than MIN_SCORES scores has no spread to standardise against: its one
+    # or two members would get z = 0, as high as the notes it never found, and calibration would
+    # sink the only note that holds a rare identifier below the vector channel's guesses.
+    used = {name: standardise(raw[name]) for name in weights
+            if weights[name] > 0 and len(raw.get(name) or ()) >= MIN_SCORES}
     if len(used) < 2:
         return Calibrated(list(order), {})
     floors = {name: min(z.values()) for name, z in used.items()}

@@ -1,10 +1,51 @@
-"""Reciprocal Rank Fusion: combine ranked lists without comparing their incomparable scores."""
+"""Fusion: combine the channels' ranked lists into one order, in proportion to their evidence.
+
+Reciprocal Rank Fusion combines ranked lists without comparing their incomparable scores; the
+head of its order is then re-sorted by the raw scores (``calibrate.py``). Both trust every
+channel equally on every query, and a channel with no real evidence for *this* query still fills
+its list: BM25 ranks the notes that share one loan word with an English question over Japanese
+notes; e5 ranks some notes first for ``zyxquorble``. Fused with equal trust, such a list drags a
+strong channel's hits down (measured on the natural questions: English→Japanese hit@5 0.375
+fused, 0.50 from the vectors alone).
+
+So each channel's weight is scaled, per query, by how much evidence it has (``Evidence``):
+
+* lexical — ``coverage``: the IDF-weighted share of the query's terms that its best matching note
+  holds (``lexical.coverage``): 1.0 when one note holds every term; near 0 when the notes match
+  only the commonest words or a stray loan word;
+* vectors — ``separation``: how far the best note's cosine stands above the other candidates', in
+  standard deviations of their scores. e5's cosines sit in a narrow band (0.75–0.90) whatever the
+  query, so the level says little; a best note that does not stand out is noise.
+
+Below a channel's ``low`` its weight is 0 (it is left out), above ``high`` it is full, linear in
+between (``ramp``).
+
+When most of the query (IDF-weighted) is words the vault has never seen, in a script the vault
+writes in (``Evidence.unknown``, ``lexical.unknown_share``), and nothing is pinned, the result is
+flagged ``low_confidence``: callers say so instead of presenting three random notes. (e5's
+cosines cannot tell: on obsidian-help-en, ``zyxquorble``'s best note scores 0.844, amid the
+answerable questions' 0.82–0.87.)
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .calibrate import CALIBRATION_WEIGHTS, HEAD, calibrate, permute_scores
 
 RRF_K = 60
+
+# RRF weight per channel, from sweeps on the dev sets (README, "Benchmarks").
+# * words 1.0: the word channel (stemmed words, CJK bigrams) is the best single ranker.
+# * trigram 0.2: a low-weight recall channel for substrings the word channel cannot match
+#   (``auth`` in ``authentication``, partial identifiers); at equal weight it costs SciFact and
+#   JSQuAD (trigram sees only the 3+ character parts of a Japanese query).
+# * vectors 0.5: multilingual-e5-small alone is below BM25 on the dev sets; at half weight it adds
+#   what lexical misses without outvoting it.
+CHANNEL_WEIGHTS: dict[str, float] = {"words": 1.0, "trigram": 0.2, "vectors": 0.5}
 
 
 def rrf(rankings: Mapping[str, Sequence[int]], k: int = RRF_K,
@@ -13,6 +54,8 @@ def rrf(rankings: Mapping[str, Sequence[int]], k: int = RRF_K,
     scores: dict[int, float] = {}
     for channel, ids in rankings.items():
         w = 1.0 if weights is None else weights.get(channel, 1.0)
+        if w <= 0:
+            continue
         for rank, item in enumerate(ids, start=1):
             scores[item] = scores.get(item, 0.0) + w / (k + rank)
     return scores
@@ -21,3 +64,126 @@ def rrf(rankings: Mapping[str, Sequence[int]], k: int = RRF_K,
 def order(scores: Mapping[int, float]) -> list[int]:
     """Ids by descending score, ties broken by id for determinism."""
     return sorted(scores, key=lambda i: (-scores[i], i))
+
+
+def ramp(value: float | None, low: float, high: float) -> float:
+    """0 below ``low``, 1 above ``high``, linear between; a channel that did not run (None) has 0."""
+    if value is None:
+        return 0.0
+    if value >= high:
+        return 1.0
+    if value <= low or high <= low:
+        return 0.0
+    return (value - low) / (high - low)
+
+
+def separation(scores: Sequence[float]) -> float | None:
+    """How many standard deviations the best score stands above the others' mean (None for < 3)."""
+    if len(scores) < 3:
+        return None
+    rest = list(scores[1:])
+    mean = sum(rest) / len(rest)
+    std = (sum((s - mean) ** 2 for s in rest) / len(rest)) ** 0.5
+    return (scores[0] - mean) / max(std, 1e-6)
+
+
+@dataclass(frozen=True)
+class FusionParams:
+    """Every setting of fusion and calibration (chosen by cross-validation, ``benchmarks/cross_validate.py``)."""
+
+    weights: Mapping[str, float] = field(default_factory=lambda: dict(CHANNEL_WEIGHTS))
+    calibration: Mapping[str, float] = field(default_factory=lambda: dict(CALIBRATION_WEIGHTS))
+    head: int = HEAD
+    lexical_low: float = 0.0
+    lexical_high: float = 0.0
+    vector_low: float = 0.0
+    vector_high: float = 0.0
+    # A query this much made of words the vault has never seen (and with nothing pinned) is low-confidence.
+    unknown_low_confidence: float = 0.5
+
+
+DEFAULT_PARAMS = FusionParams()
+
+
+@dataclass
+class Evidence:
+    """What each channel found for this query, before any weighting (None: the channel did not run)."""
+
+    coverage: float | None = None
+    separation: float | None = None
+    unknown: float | None = None  # share of the query the vault has never seen (lexical.unknown_share)
+
+    def confident(self, params: FusionParams) -> bool:
+        """Whether the channels can have found anything real: not when the vault has never seen
+        most of what the query says (``FusionParams.unknown_low_confidence``)."""
+        return self.unknown is None or self.unknown < params.unknown_low_confidence
+
+    def factors(self, params: FusionParams) -> dict[str, float]:
+        lexical = ramp(self.coverage, params.lexical_low, params.lexical_high) if self.coverage is not None else 0.0
+        if self.coverage is not None and params.lexical_high <= 0:
+            lexical = 1.0
+        vectors = ramp(self.separation, params.vector_low, params.vector_high) if self.separation is not None else 0.0
+        if self.separation is not None and params.vector_high <= 0:
+            vectors = 1.0
+        return {"lexical": lexical, "vectors": vectors}
+
+    def as_dict(self, params: FusionParams) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.coverage is not None:
+            out["coverage"] = round(self.coverage, 3)
+        if self.separation is not None:
+            out["separation"] = round(self.separation, 3)
+        if self.unknown is not None:
+            out["unknown"] = round(self.unknown, 3)
+        out["weight"] = {k: round(v, 3) for k, v in self.factors(params).items()}
+        return out
+
+
+CHANNEL_GROUP = {"words": "lexical", "trigram": "lexical", "bm25": "lexical", "vectors": "vectors"}
+
+
+@dataclass
+class Fused:
+    """Fusion's answer: the order, each note's score, what calibration did, the weights used."""
+
+    order: list[int]
+    scores: dict[int, float]
+    calibration: dict[int, dict[str, Any]]
+    weights: dict[str, float]
+    low_confidence: bool
+    calibrate_ms: float | None = None  # None when calibration did not run
+
+
+def fuse(channels: Mapping[str, Sequence[tuple[int, float]]], raw: Mapping[str, Sequence[tuple[int, float]]],
+         evidence: Evidence, params: FusionParams = DEFAULT_PARAMS, calibrated: bool = True,
+         extra: Sequence[int] = ()) -> Fused:
+    """RRF over ``channels`` with evidence-scaled weights, then calibration of the head by ``raw``.
+
+    ``extra``: ids that must be candidates even if no channel has them (exact-identifier pins; they
+    also make a result confident). When every channel is below its evidence floor the channels are
+    fused at their plain weights, so something is still returned.
+    """
+    factors = evidence.factors(params)
+    present = [name for name in channels if channels[name]]
+    scaled = {name: params.weights.get(name, 1.0) * factors[CHANNEL_GROUP.get(name, "lexical")] for name in present}
+    plain = all(w <= 0 for w in scaled.values())
+    low = not extra and not evidence.confident(params)
+    weights = {name: params.weights.get(name, 1.0) for name in present} if plain else scaled
+    scores = rrf({name: [i for i, _ in channels[name]] for name in present}, weights=weights)
+    for i in extra:
+        scores.setdefault(i, 0.0)
+    ordered = order(scores)
+    calibration: dict[int, dict[str, Any]] = {}
+    calibrate_ms = None
+    if calibrated:
+        t0 = time.perf_counter()
+        cal_weights = {name: w * (1.0 if plain else factors[CHANNEL_GROUP.get(name, "lexical")])
+                       for name, w in params.calibration.items()}
+        cal_weights = {name: w for name, w in cal_weights.items() if w > 0}
+        result = calibrate(ordered, raw, cal_weights, params.head)
+        if result.evidence:
+            permute_scores(ordered[:params.head], result.order[:params.head], scores)
+            calibration = result.evidence
+            ordered = result.order
+        calibrate_ms = (time.perf_counter() - t0) * 1000
+    return Fused(ordered, scores, calibration, weights, low, calibrate_ms)

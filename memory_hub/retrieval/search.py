@@ -33,8 +33,7 @@ from ..index.terms import (
 )
 from ..vault.markdown import plain_text
 from . import fusion
-from .calibrate import HEAD as CALIBRATION_HEAD
-from .calibrate import calibrate, permute_scores
+from .fusion import DEFAULT_PARAMS, Evidence, FusionParams
 from .rerank import DOC_CHARS, RERANK_DEPTH, Reranker, RerankUnavailable, blend
 
 if TYPE_CHECKING:
@@ -86,6 +85,15 @@ class SearchResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     vector_query: str | None = None  # what the embedder was asked, when the vector channel ran
+    # No channel found real evidence for this query (fusion.Evidence.confident) and nothing was
+    # pinned: the hits are only the nearest notes, and every caller says so.
+    low_confidence: bool = False
+    evidence: dict[str, Any] = field(default_factory=dict)  # per-channel evidence and weights (--explain)
+
+
+LOW_CONFIDENCE_HINT = ("low confidence: the vault has no note with most of this query's words, so no channel "
+                       "has real evidence; these are only the nearest notes — try other words, or the "
+                       "other language (日本語/English)")
 
 
 def check_query(query: str) -> str:
@@ -114,10 +122,28 @@ PIN_ANY_IDENTIFIER_UP_TO = 4
 
 
 def pinned_identifiers(terms: QueryTerms) -> list[str]:
-    """The query's identifiers whose containing notes are pinned first."""
+    """The query's identifiers whose containing notes are pinned first: what it quotes, always;
+    identifier-shaped tokens (``terms.is_identifier``) in a short query; in prose only the strong ones."""
     if len(terms.all_terms) <= PIN_ANY_IDENTIFIER_UP_TO:
-        return list(terms.identifiers)
-    return [t for t in terms.identifiers if is_strong_identifier(t)]
+        found = list(terms.identifiers)
+    else:
+        found = [t for t in terms.identifiers if is_strong_identifier(t)]
+    quoted = {q.lower() for q in terms.quoted}
+    return list(terms.quoted) + [t for t in found if t.lower() not in quoted]
+
+
+COVERAGE_NOTES = 3  # the lexical channel's best few notes whose term coverage is its evidence
+
+
+def lexical_evidence(store: Store, terms: QueryTerms, ranked: dict[str, list[tuple[int, float]]]) -> float | None:
+    """The lexical channels' evidence for this query (``fusion.Evidence.coverage``): the share of the
+    query's terms, IDF-weighted, that one of the word channel's best notes holds. Notes matched
+    only by the trigram channel matched every one of its (rare) terms: full evidence. None when
+    nothing matched."""
+    words = ranked.get("words") or []
+    if words:
+        return lexical.coverage(store.conn, terms, [i for i, _ in words[:COVERAGE_NOTES]])
+    return 1.0 if ranked.get("trigram") else 0.0
 
 
 def pin_exact(order: list[int], exact: list[int]) -> list[int]:
@@ -183,16 +209,7 @@ def snippet(body: str, terms: list[str], width: int = 160) -> str:
 MODES = ("lexical", "vector", "hybrid", "hybrid+graph", "hybrid+rerank", "hybrid+graph+rerank")
 DEFAULT_MODE = "hybrid+graph"
 
-# RRF weight per channel, from sweeps on the dev sets (README, "Benchmarks").
-# * words 1.0: the word channel (stemmed words, CJK bigrams) is the best single ranker — alone it
-#   scores SciFact dev nDCG@10 0.700 and JSQuAD dev 0.944.
-# * trigram 0.2: equal weight drops those to 0.675 and 0.869 (trigram sees only the 3+ character
-#   parts of a Japanese query, so it ranks on a fragment); it stays as a low-weight recall channel for
-#   substrings the word channel cannot match (``auth`` in ``authentication``, partial identifiers).
-# * vectors 0.5: multilingual-e5-small alone is below BM25 on all three sets; at half weight it adds
-#   what lexical misses without outvoting it — SciFact hybrid 0.714 vs 0.712 at 1.0, JSQuAD 0.925 vs
-#   0.922, LoCoMo session recall@5 0.896 vs 0.892.
-CHANNEL_WEIGHTS: dict[str, float] = {"words": 1.0, "trigram": 0.2, "vectors": 0.5}
+CHANNEL_WEIGHTS = fusion.CHANNEL_WEIGHTS  # kept importable from here
 GRAPH_SEEDS = 5  # top fused hits whose neighbours may join
 GRAPH_HOPS = 2
 GRAPH_DECAY = {1: 0.35, 2: 0.15}  # share of the seed's score a neighbour joins with, by hop distance
@@ -293,75 +310,127 @@ def rerank_text(title: str, description: str, body: str, chunk: tuple[int, int] 
     return "\n".join(x for x in (title, description, plain_text(part)[:DOC_CHARS]) if x)
 
 
-def search(store: Store, query: str, k: int = 10, filters: Filters | None = None,
-           explain: bool = False, mode: str = DEFAULT_MODE, *, vectors: VectorIndex | None = None,
-           reranker: Reranker | None = None, calibrated: bool = True) -> SearchResult:
-    """Run the pipeline for ``mode``. ``vectors``/``reranker`` default to the vault's own (loaded once).
+@dataclass
+class Gathered:
+    """Everything the channels found for one query, before fusion: what ``rank`` needs, and
+    what ``benchmarks/cross_validate.py`` keeps per query to try fusion settings without
+    searching again."""
 
-    ``calibrated=False`` leaves the RRF order as it is (``calibrate.py``); benchmarks use it to
-    show what calibration adds.
-    """
-    plan = stages(mode)
-    query = check_query(query)
-    filters = filters or Filters()
-    timings: dict[str, float] = {}
+    query: str
+    terms: QueryTerms
+    filters: Filters
+    channels: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    raw: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # raw scores for calibration
+    exact: list[int] = field(default_factory=list)
+    evidence: Evidence = field(default_factory=Evidence)
+    best_chunk: dict[int, tuple[int, int, str]] = field(default_factory=dict)
+    vector_query: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: VectorIndex | None,
+           calibrated: bool = True) -> Gathered:
+    """Run the channels ``plan`` asks for: lexical (with its evidence), exact-identifier matches,
+    vectors (asked without the scope's ubiquitous terms, with their evidence)."""
     t0 = time.perf_counter()
     terms = analyze_query(query)
-    result = SearchResult(query=query, hits=[], terms=terms)
-    channels: dict[str, list[tuple[int, float]]] = {}
-    raw: dict[str, list[tuple[int, float]]] = {}  # raw scores for calibration
-    best_chunk: dict[int, tuple[int, int, str]] = {}
+    g = Gathered(query=query, terms=terms, filters=filters)
+    # a query of stop-words alone says nothing any channel could have evidence for
+    g.evidence.unknown = 1.0 if terms.empty else lexical.unknown_share(store.conn, terms)
     if plan.lexical and not terms.empty:
-        lexical_channels, raw["bm25"] = lexical_rankings(store, terms, filters, want_raw=plan.vectors and calibrated)
-        channels.update(lexical_channels)
+        lexical_channels, g.raw["bm25"] = lexical_rankings(store, terms, filters, want_raw=plan.vectors and calibrated)
+        g.channels.update(lexical_channels)
+        g.evidence.coverage = lexical_evidence(store, terms, lexical_channels)
     pinned = pinned_identifiers(terms)
-    exact = lexical.exact_matches(store.conn, pinned, filters) if pinned else []
-    timings["lexical"] = (time.perf_counter() - t0) * 1000
+    g.exact = lexical.exact_matches(store.conn, pinned, filters) if pinned else []
+    g.timings["lexical"] = (time.perf_counter() - t0) * 1000
     if plan.vectors:
         t1 = time.perf_counter()
         index = vectors if vectors is not None else default_vectors(store)
         if index is None or index.size(store) == 0:
-            result.warnings.append("no vectors for this vault yet (run `memory-hub index`); vector channel skipped")
+            g.warnings.append("no vectors for this vault yet (run `memory-hub index`); vector channel skipped")
         else:
             # terms in nearly every note in scope only blur the query's vector (lexical.ubiquitous_terms)
             common = lexical.ubiquitous_terms(store.conn, bare_terms(terms.all_terms), filters)
-            result.vector_query = without_terms(query, common) if common else query
-            timings["common_terms"] = (time.perf_counter() - t1) * 1000
+            g.vector_query = without_terms(query, common) if common else query
+            g.timings["common_terms"] = (time.perf_counter() - t1) * 1000
             t1 = time.perf_counter()
-            qvec = index.embedder.embed_queries([result.vector_query])[0]
-            timings["embed_query"] = (time.perf_counter() - t1) * 1000
+            qvec = index.embedder.embed_queries([g.vector_query])[0]
+            g.timings["embed_query"] = (time.perf_counter() - t1) * 1000
             t2 = time.perf_counter()
             ranked = index.search_notes(store, qvec, filters, CANDIDATES)
-            channels["vectors"] = raw["vectors"] = [(nid, score) for nid, score, _ in ranked]
-            best_chunk = {nid: (c.start, c.end, c.heading) for nid, _, c in ranked}
-            timings["vectors"] = (time.perf_counter() - t2) * 1000
+            g.channels["vectors"] = g.raw["vectors"] = [(nid, score) for nid, score, _ in ranked]
+            g.best_chunk = {nid: (c.start, c.end, c.heading) for nid, _, c in ranked}
+            g.evidence.separation = fusion.separation([score for _, score, _ in ranked])
+            g.timings["vectors"] = (time.perf_counter() - t2) * 1000
+    return g
+
+
+@dataclass
+class Ranked:
+    """Fusion, pins and graph expansion applied: the order and what each stage did."""
+
+    order: list[int]
+    scores: dict[int, float]
+    fused: fusion.Fused
+    graph: dict[int, dict[str, Any]]
+    timings: dict[str, float]
+
+
+def rank(store: Store, g: Gathered, plan: Stages, params: FusionParams = DEFAULT_PARAMS,
+         calibrated: bool = True) -> Ranked:
+    """Fuse the channels by their evidence, pin exact identifiers, let graph neighbours join."""
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    fused = fusion.fuse(g.channels, g.raw, g.evidence, params, calibrated=calibrated, extra=g.exact)
+    scores = fused.scores
+    ordered = pin_exact(fused.order, g.exact)
+    timings["fuse"] = (time.perf_counter() - t0) * 1000
+    if fused.calibrate_ms is not None:
+        timings["calibrate"] = fused.calibrate_ms
+    graph_effects: dict[int, dict[str, Any]] = {}
+    if plan.graph:
+        t1 = time.perf_counter()
+        graph_effects = graph_expand(store, ordered, scores, g.filters)
+        if graph_effects:
+            ordered = pin_exact(fusion.order(scores), g.exact)
+        timings["graph"] = (time.perf_counter() - t1) * 1000
+    return Ranked(ordered, scores, fused, graph_effects, timings)
+
+
+def search(store: Store, query: str, k: int = 10, filters: Filters | None = None,
+           explain: bool = False, mode: str = DEFAULT_MODE, *, vectors: VectorIndex | None = None,
+           reranker: Reranker | None = None, calibrated: bool = True,
+           params: FusionParams = DEFAULT_PARAMS) -> SearchResult:
+    """Run the pipeline for ``mode``. ``vectors``/``reranker`` default to the vault's own (loaded once).
+
+    ``calibrated=False`` leaves the RRF order as it is (``calibrate.py``); benchmarks use it to
+    show what calibration adds. ``params``: fusion's settings (``fusion.FusionParams``).
+    """
+    plan = stages(mode)
+    query = check_query(query)
+    filters = filters or Filters()
+    t0 = time.perf_counter()
+    g = gather(store, query, filters, plan, vectors, calibrated)
+    terms, channels, exact, best_chunk = g.terms, g.channels, g.exact, g.best_chunk
+    timings = dict(g.timings)
+    result = SearchResult(query=query, hits=[], terms=terms, warnings=list(g.warnings), vector_query=g.vector_query)
     if not channels and not exact:
         if terms.empty:
             result.warnings.append("the query has no searchable terms")
         timings["total"] = (time.perf_counter() - t0) * 1000
         result.timings_ms = {k2: round(v, 2) for k2, v in timings.items()}
+        result.low_confidence = True
         return result
-    scores = fusion.rrf({name: [i for i, _ in hits] for name, hits in channels.items()}, weights=CHANNEL_WEIGHTS)
-    for i in exact:
-        scores.setdefault(i, 0.0)
-    ordered = fusion.order(scores)
-    calibration: dict[int, dict[str, Any]] = {}
-    if calibrated:
-        t_cal = time.perf_counter()
-        result_cal = calibrate(ordered, raw)
-        if result_cal.evidence:
-            permute_scores(ordered[:CALIBRATION_HEAD], result_cal.order[:CALIBRATION_HEAD], scores)
-            calibration = result_cal.evidence
-            ordered = result_cal.order
-        timings["calibrate"] = (time.perf_counter() - t_cal) * 1000
-    ordered = pin_exact(ordered, exact)
-    graph_effects: dict[int, dict[str, Any]] = {}
-    if plan.graph:
-        t3 = time.perf_counter()
-        graph_effects = graph_expand(store, ordered, scores, filters)
-        if graph_effects:
-            ordered = pin_exact(fusion.order(scores), exact)
-        timings["graph"] = (time.perf_counter() - t3) * 1000
+    ranked = rank(store, g, plan, params, calibrated)
+    timings.update(ranked.timings)
+    ordered, scores, calibration, graph_effects = ranked.order, ranked.scores, ranked.fused.calibration, ranked.graph
+    result.low_confidence = ranked.fused.low_confidence
+    result.evidence = g.evidence.as_dict(params) | {
+        "channel_weights": {k2: round(v, 3) for k2, v in ranked.fused.weights.items()}}
+    if result.low_confidence:
+        result.warnings.append(LOW_CONFIDENCE_HINT)
     rerank_effects: dict[int, dict[str, Any]] = {}
     if plan.rerank:
         t4 = time.perf_counter()
@@ -405,9 +474,9 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
             hit.snippet = snippet(body[s0:e0], [])
         if explain:
             for name, ranked_list in channels.items():
-                for rank, (nid, score) in enumerate(ranked_list, start=1):
+                for pos, (nid, score) in enumerate(ranked_list, start=1):
                     if nid == hit.note_id:
-                        entry: dict[str, Any] = {"rank": rank, "score": round(score, 4)}
+                        entry: dict[str, Any] = {"rank": pos, "score": round(score, 4)}
                         if name == "vectors" and nid in best_chunk:
                             entry["chunk"] = best_chunk[nid][2]
                         hit.channels[name] = entry

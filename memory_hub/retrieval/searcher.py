@@ -132,5 +132,7 @@ def result_json(result: SearchResult, explain: bool = False) -> dict[str, Any]:
         "results": [h.as_dict(explain=explain) for h in result.hits],
         "timings_ms": result.timings_ms,
         "warnings": result.warnings,
+        "low_confidence": result.low_confidence,
         **({"vector_query": result.vector_query} if explain and result.vector_query else {}),
+        **({"evidence": result.evidence} if explain and result.evidence else {}),
     }

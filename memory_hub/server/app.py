@@ -86,7 +86,8 @@ def build_server(state: ServerState) -> FastMCP:
         """Search the user's memory vault and return the best-matching notes, best first.
 
         Each result has path, title, description, date, kind, score and a short snippet. Read the
-        descriptions first; call read_note(path) only for notes you actually need."""
+        descriptions first; call read_note(path) only for notes you actually need. When
+        low_confidence is true no note really matched: the results are only the nearest notes."""
         return tools.search(state, query, k, mode, kinds, tags, path_prefix, since)
 
     @mcp.tool(annotations=READ_ONLY, title="Recall relevant notes")

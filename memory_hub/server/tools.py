@@ -108,7 +108,8 @@ def search(state: ServerState, query: str, k: int = 10, mode: str | None = None,
             "date": h.date, "kind": h.kind, "score": h.score, "snippet": h.snippet,
             "tags": list(h.tags), **({"exact": True} if h.exact else {}),
         })
-    out: dict[str, Any] = {"query": result.query, "results": hits, "index": _freshness(state)}
+    out: dict[str, Any] = {"query": result.query, "results": hits, "low_confidence": result.low_confidence,
+                           "index": _freshness(state)}
     if getattr(result, "timings_ms", None):
         out["timings_ms"] = dict(result.timings_ms)  # where the time went, per stage (benchmarks read it)
     used = getattr(result, "mode", None)
@@ -118,6 +119,9 @@ def search(state: ServerState, query: str, k: int = 10, mode: str | None = None,
         out["warnings"] = list(result.warnings)
     if not hits:
         out["hint"] = "no notes matched; try other words, fewer filters, or the other language (日本語/English)"
+    elif result.low_confidence:
+        out["hint"] = ("low confidence: the vault has no note with most of this query's words; "
+                       "these are only the nearest notes, not answers")
     return out
 
 

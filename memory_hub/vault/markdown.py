@@ -21,7 +21,12 @@ _COMMENT = re.compile(r"%%.*?%%|<!--.*?-->", re.DOTALL)
 def _blank(s: str) -> str:
     if "\n" not in s:
         return " " * len(s)
-    return "\n".join(" " * len(part) for part in s.split("\n"))
+    return "\n".join(" " * len(line) for line in s.split("\n"))
+
+
+def mask_comments(code_masked: str) -> str:
+    """``mask_code(text, comments=False)``'s result with comments blanked too (= ``mask_code(text)``)."""
+    return _COMMENT.sub(lambda m: _blank(m.group(0)), code_masked)
 
 
 def mask_code(text: str, comments: bool = True) -> str:
@@ -115,29 +120,61 @@ def plain_text(markdown: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+_LEAD_SCAN_CHARS = 20_000
+_PARAGRAPH_BREAK = re.compile(r"(\n[ \t]*\n)")
+_BLOCK_ID = re.compile(r"\s\^[\w-]+$")  # a block reference id ending a line (`… ^github`)
+_TAG_ONLY = re.compile(r"(?<![\w#])#[^\s#]+")
 _SKIP_PARAGRAPH = re.compile(
     r"^\s*(#|>|\||[-*_]{3,}\s*$|!\[|\^[\w-]+\s*$|\[\^|<|\{\{|```|~~~|- \[[ xX]\] $)"
 )
 
 
-def first_paragraph(masked_body: str, original_body: str, limit: int = 240) -> str:
-    """The first paragraph of real prose, trimmed to ``limit`` characters on a word boundary."""
+def prose_paragraphs(masked_body: str, original_body: str, limit: int = 240, count: int = 1,
+                     code_masked: str | None = None) -> list[str]:
+    """The first ``count`` paragraphs of real prose, each trimmed to ``limit`` characters.
+
+    Not prose: headings, quotes, tables, rules, images, code, footnotes, HTML blocks, template
+    placeholders, a paragraph of tags alone (``#placeholder/description``). Comments
+    (``%% … %%``, ``<!-- … -->``) and inline HTML tags never reach the text: a reader does not
+    see them, so a description must not show them. ``code_masked``: the body with only code
+    masked, when the caller has it (saves a pass).
+    """
+    head = masked_body[:_LEAD_SCAN_CHARS]  # leads are near the top; a long body is not scanned whole
+    readable = original_body[: len(head)]
+    if "%%" in readable or "<!--" in readable:
+        if code_masked is None:
+            code_masked = mask_code(readable, comments=False)
+        pieces, pos = [], 0
+        for m in _COMMENT.finditer(code_masked[: len(head)]):  # comments outside code
+            pieces += [readable[pos : m.start()], _blank(m.group(0))]
+            pos = m.end()
+        readable = "".join(pieces) + readable[pos:]
+    found: list[str] = []
     offset = 0
-    for block in re.split(r"(\n[ \t]*\n)", masked_body):
+    for block in _PARAGRAPH_BREAK.split(head):
         start, offset = offset, offset + len(block)
         if not block.strip() or block.startswith("\n"):
             continue
-        lines = [ln for ln in original_body[start : start + len(block)].split("\n") if ln.strip()]
+        lines = [ln for ln in readable[start : start + len(block)].split("\n") if ln.strip()]
         masked_lines = [ln for ln in block.split("\n") if ln.strip()]
         if not lines or not masked_lines or _SKIP_PARAGRAPH.match(lines[0]):
             continue
         if all(not ln.strip() for ln in masked_lines):  # code only
             continue
-        text = plain_text(" ".join(ln.strip().lstrip("-*+ ").strip() for ln in lines))
-        if len(text) < 3:
+        text = " ".join(_BLOCK_ID.sub("", ln.strip().lstrip("-*+ ").strip()) for ln in lines)
+        text = plain_text(_HTML_TAG.sub(" ", text))
+        if len(_TAG_ONLY.sub("", text).strip(" ,;:.-")) < 3:
             continue
-        return trim(text, limit)
-    return ""
+        found.append(trim(text, limit))
+        if len(found) >= count:
+            break
+    return found
+
+
+def first_paragraph(masked_body: str, original_body: str, limit: int = 240) -> str:
+    """The first paragraph of real prose, trimmed to ``limit`` characters on a word boundary."""
+    found = prose_paragraphs(masked_body, original_body, limit, 1)
+    return found[0] if found else ""
 
 
 def trim(text: str, limit: int) -> str:
@@ -153,11 +190,28 @@ def trim(text: str, limit: int) -> str:
 
 
 _H1 = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+# Lines that may stand above a note's title heading without being its text: images and embeds,
+# badges, tags, HTML, rules, and (already blanked in the masked body) comments and code.
+_ABOVE_TITLE = re.compile(r"^\s*(?:!\[[^\n]*|<[^\n]*|[-*_]{3,}\s*|(?:#[^\s#][^\s]*\s*)+)$")
 
 
 def first_heading(masked_body: str) -> str | None:
+    """The first H1 anywhere in the body (outside code)."""
     m = _H1.search(masked_body)
     return plain_text(m.group(1)) if m else None
+
+
+def top_heading(masked_body: str) -> str | None:
+    """The H1 a note opens with, as Obsidian shows a note's title heading: the first line of
+    text is ``# …`` (blank lines, comments, images, badges, tags and HTML may come before it).
+    An H1 further down is a section, not the title — obsidian-hub ends six notes with a footer
+    ``# This note in GitHub``."""
+    for line in masked_body.split("\n"):
+        if not line.strip() or _ABOVE_TITLE.match(line):
+            continue
+        m = _H1.match(line)
+        return plain_text(m.group(1)) if m else None
+    return None
 
 
 # Obsidian tags: '#' then letters/digits/_/-// (not only digits), not preceded by a word char or '#'.

@@ -13,7 +13,11 @@ from typing import Any
 
 from . import frontmatter as fm
 from .links import Link, extract_links
-from .markdown import first_heading, first_paragraph, inline_tags, mask_code, plain_text, trim
+from .markdown import inline_tags, mask_code, mask_comments, plain_text, prose_paragraphs, top_heading, trim
+
+# Bumped whenever the same file would parse to a different note (title, description, kind rules):
+# the index re-reads every note once on its next sync, so an upgrade never leaves old titles behind.
+PARSE_VERSION = "2"
 
 KNOWLEDGE = "knowledge"
 CAPTURE = "capture"
@@ -41,6 +45,14 @@ FOLDER_KINDS: dict[str, str] = {
 _KIND_SYNONYMS = {"note": KNOWLEDGE, "learning": CAPTURE, "braindump": CAPTURE, "adr": DECISION,
                   "playbook": RUNBOOK, "journal": DAILY, "project": TRACKER}
 _DAILY_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# Numbering and icons people put before a folder's name: "01 Templates", "00 - Inbox", "🗂️ Daily".
+_FOLDER_DECORATION = re.compile(r"^[\W\d_]+")
+# A template's unfilled fields: Obsidian core / Handlebars ``{{title}}``, ``{{date:YYYY-MM-DD}}``,
+# and Templater ``<% tp.file.title %>`` / ``<%* … %>``.
+PLACEHOLDER = re.compile(r"\{\{[^{}\n]{1,80}\}\}|<%[*_-]?.{0,2000}?[-_]?%>", re.DOTALL)
+# Link texts are where prose *names* a placeholder ("[Add {{date}} to the placeholders](…)").
+_LINK_SPANS = re.compile(r"\[\[[^\]\n]*\]\]|\[[^\]\n]*\]\([^)\n]*\)")
+LEADS = 4  # prose paragraphs kept as description candidates (index.describe picks the first distinctive one)
 DATE_FIELDS = ("created", "updated", "date", "due", "deadline")
 
 
@@ -60,6 +72,9 @@ class Note:
     body: str = ""
     links: list[Link] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # Description candidates in order (frontmatter description first, then prose paragraphs): a
+    # description that repeats across many notes is boilerplate, and the index shows the next one.
+    leads: list[str] = field(default_factory=list)
 
     @property
     def ranked(self) -> bool:
@@ -108,15 +123,35 @@ def infer_kind(path: str, declared: Any = None) -> str:
         if value in _KIND_SYNONYMS:
             return _KIND_SYNONYMS[value]
     parts = PurePosixPath(path).parts
-    for folder in parts[:-1]:
-        kind = FOLDER_KINDS.get(folder.lower())
-        if kind:
+    stem = folder_name(PurePosixPath(path).stem)
+    for depth, folder in enumerate(parts[:-1]):
+        name = folder_name(folder)
+        kind = FOLDER_KINDS.get(folder.lower()) or FOLDER_KINDS.get(name)
+        # a folder note ("01 Templates/🗂️ 01 Templates.md") is the folder's index, not one of its items
+        if kind and not (depth == len(parts) - 2 and stem == name):
             return kind
     if not path.lower().endswith(".md"):
         return ATTACHMENT
     if _DAILY_NAME.match(PurePosixPath(path).stem):
         return DAILY
     return KNOWLEDGE
+
+
+def folder_name(name: str) -> str:
+    """A folder's name without the numbering and icons in front: ``01 Templates`` → ``templates``."""
+    return _FOLDER_DECORATION.sub("", name.lower()).strip()
+
+
+def has_placeholders(text: str) -> bool:
+    """Whether ``text`` (code and comments already masked) holds unfilled template fields outside
+    link texts."""
+    if "{{" not in text and "<%" not in text:
+        return False
+    return bool(PLACEHOLDER.search(_LINK_SPANS.sub(" ", text)))
+
+
+def _frontmatter_placeholders(data: dict[str, Any]) -> bool:
+    return any(isinstance(v, str) and PLACEHOLDER.search(v) for v in data.values())
 
 
 def _clean_line(value: Any) -> str:
@@ -128,13 +163,24 @@ def parse_note(path: str, text: str) -> Note:
     block = fm.parse(text)
     data = block.data
     problems = [block.problem] if block.problem else []
-    masked = mask_code(block.body)
+    code_masked = mask_code(block.body, comments=False)
+    masked = mask_comments(code_masked)
 
+    # The title as Obsidian shows it: frontmatter title, else the H1 the note opens with, else
+    # the file name. Never a later H1 (a footer), never an unfilled placeholder.
+    stem = PurePosixPath(path).stem
     title = _clean_line(data.get("title")) if data.get("title") else ""
-    if not title:
-        title = first_heading(masked) or PurePosixPath(path).stem
-    description = _clean_line(data.get("description") or data.get("summary") or "")
-    description = trim(description, 300) if description else first_paragraph(masked, block.body)
+    if not title or PLACEHOLDER.search(title):
+        heading = top_heading(masked)
+        title = heading if heading and not PLACEHOLDER.search(heading) else stem
+    declared = _clean_line(data.get("description") or data.get("summary") or "")
+    leads = [trim(declared, 300)] if declared and not PLACEHOLDER.search(declared) else []
+    leads += prose_paragraphs(masked, block.body, count=LEADS - len(leads), code_masked=code_masked)
+    leads = [x for x in leads if not PLACEHOLDER.search(x)]
+    description = leads[0] if leads else ""
+    kind = infer_kind(path, data.get("kind"))
+    if kind not in UNRANKED_KINDS and (has_placeholders(masked) or _frontmatter_placeholders(data)):
+        kind = TEMPLATE  # a template wherever it lives: its text is fields to fill, not knowledge
 
     tags = [t.lstrip("#") for t in _as_list(data.get("tags") or data.get("tag"))]
     tags = _dedupe([t for t in tags + inline_tags(masked) if t])
@@ -147,7 +193,7 @@ def parse_note(path: str, text: str) -> Note:
         path=path,
         title=title,
         description=description,
-        kind=infer_kind(path, data.get("kind")),
+        kind=kind,
         scope=scope,
         tags=tags,
         aliases=aliases,
@@ -156,4 +202,5 @@ def parse_note(path: str, text: str) -> Note:
         body=block.body,
         links=extract_links(block.body, data, body_line=block.body_line, masked_body=masked),
         problems=problems,
+        leads=leads,
     )
