@@ -138,3 +138,7 @@ def test_filters_are_part_of_the_vector_query(table, monkeypatch) -> None:  # no
                                  for h in ann)
     _, none = _both(vi, store, q, Filters(path_prefix="nowhere/"))
     assert none == []
+    # a scope too broad to send as a path list: rows are over-fetched and kept when in scope
+    monkeypatch.setattr(vectors_mod, "ANN_IN_MAX", 10)
+    exact, ann = _both(vi, store, q, Filters(since="1970-01-01"), limit=10)
+    assert len(exact) == 10 and [h[0] for h in ann] == [h[0] for h in exact]

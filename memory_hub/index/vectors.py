@@ -79,6 +79,7 @@ ANN_PROBE_SHARE = 0.1  # partitions searched per query: a tenth (e5 vectors clus
 ANN_MIN_PROBES = 8
 ANN_REFINE = 4  # candidates re-scored with their full vectors: limit × this
 ANN_ROWS_PER_NOTE = 3  # rows fetched per note wanted (a long note's chunks compete with its note vector)
+ANN_IN_MAX = 20_000  # a scope of more notes than this is not sent as a path list: rows are over-fetched
 ANN_RETRAIN_SHARE = 0.2  # retrain the partitions once this share of rows came after the last training
 
 
@@ -703,12 +704,14 @@ class VectorIndex:
                 ids = _allowed_paths(store, filters)
                 if not ids:
                     return []
-                where = "path IN (" + ",".join(_quote(p) for p in ids) + ")"
+                if len(ids) <= ANN_IN_MAX:
+                    where = "path IN (" + ",".join(_quote(p) for p in ids) + ")"
+                # else a broad scope (most notes pass): fetch more rows, keep those in scope (below)
         probes = self.ann_probes or max(ANN_MIN_PROBES, int(parts * ANN_PROBE_SHARE + 0.999))
         query = (table.search(np.asarray(qvec, dtype=np.float32).reshape(-1), vector_column_name="vector")
                  .distance_type("cosine").nprobes(min(probes, parts)).refine_factor(ANN_REFINE)
                  .select(["path", "start", "end", "heading", "level"])
-                 .limit(max(limit * ANN_ROWS_PER_NOTE, 50)))
+                 .limit(max(limit * ANN_ROWS_PER_NOTE * (1 if where is not None or not scoped else 4), 50)))
         if where is not None:
             query = query.where(where, prefilter=True)
         data = query.to_arrow()
