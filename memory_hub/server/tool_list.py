@@ -8,7 +8,7 @@ TOOLS_JSON = r'''
   {
    "name": "search",
    "title": "Search memory",
-   "description": "Search the user's memory vault and return the best-matching notes, best first.\n\nEach result has path, title, description, date, kind, score and a short snippet. Read the\ndescriptions first; call read_note(path) only for notes you actually need.",
+   "description": "Search the user's memory vault and return the best-matching notes, best first.\n\nEach result has path, title, description, date, kind, score and a short snippet. Read the\ndescriptions first; call read_note(path) only for notes you actually need. When\nlow_confidence is true no note really matched: the results are only the nearest notes.",
    "inputSchema": {
     "type": "object",
     "additionalProperties": false,
