@@ -199,12 +199,12 @@ def test_nonsense_is_low_confidence_in_every_mode_a_real_question_is_not(searche
 
 
 def test_a_channel_without_evidence_does_not_drag_a_strong_one_down(searcher) -> None:
-    """With the lexical ramp on, a note matching one stray query word loses its lexical vote."""
+    """With the lexical ramp on (the default), a note matching one stray query word loses its lexical vote."""
     from memory_hub.retrieval.fusion import Evidence, FusionParams, fuse
 
     channels = {"words": [(7, 3.0)], "vectors": [(1, 0.9), (2, 0.88), (7, 0.5)]}
     raw = {"bm25": [(7, 3.0)], "vectors": channels["vectors"]}
-    plain = fuse(channels, raw, Evidence(coverage=0.05, separation=3.0), FusionParams())
+    plain = fuse(channels, raw, Evidence(coverage=0.05, separation=3.0), FusionParams(lexical_low=0.0, lexical_high=0.0))
     ramped = fuse(channels, raw, Evidence(coverage=0.05, separation=3.0), FusionParams(lexical_low=0.2, lexical_high=0.6))
     assert plain.order[0] == 7 and ramped.order[:2] == [1, 2] and ramped.weights["words"] == 0.0
     full = fuse(channels, raw, Evidence(coverage=1.0, separation=3.0), FusionParams(lexical_low=0.2, lexical_high=0.6))

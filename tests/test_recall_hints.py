@@ -115,9 +115,11 @@ def test_garbage_from_the_model_falls_back_to_the_sync_ranking(vault: Path, monk
 
 def test_an_unreachable_endpoint_is_a_recorded_fallback(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMORY_HUB_LLM_URL", "http://127.0.0.1:9/v1")  # nothing listens on the discard port
-    out = answer(Recaller(vault), PROMPT, "s4", hint_until=time.monotonic() + 5)
+    # A prompt the vault has words for (PROMPT's are mostly unknown to it: a low-confidence search).
+    out = answer(Recaller(vault), "which bike lanes are planned for the road on Main Street?", "s4",
+                 hint_until=time.monotonic() + 5)
     assert out["telemetry"]["hint_path"] == hints.SYNC_ONLY and "unreachable" in out["telemetry"]["hint"]["error"]
-    assert out["block"]  # the synchronous ranking still answered
+    assert "bikes.md" in out["block"]  # the synchronous ranking still answered
 
 
 def test_a_cold_hook_hands_a_lost_hint_to_the_worker(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,6 +35,8 @@ def free_port() -> int:
 def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
     v = tmp_path_factory.mktemp("http") / "vault"
     shutil.copytree(template_dir(), v)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "init"]):  # writes commit
+        subprocess.run(["git", *args], cwd=v, check=True, capture_output=True)
     sync(v)
     return v
 
@@ -91,6 +93,12 @@ async def _exercise(url: str, auth: str | None = None) -> dict:
         out["related_capped"] = (await client.call_tool("related", {"path": "home.md", "hops": 2, "limit": 2})
                                  ).structured_content
         out["capture"] = (await client.call_tool("capture", {"text": f"HTTP capture probe {url}"})).structured_content
+        out["update"] = (await client.call_tool("update_note", {
+            "path": out["capture"]["path"], "text": "Amended over HTTP.",
+            "expected_hash": out["capture"]["hash"]})).structured_content
+        stale = await client.call_tool("update_note", {"path": out["capture"]["path"], "text": "again",
+                                                       "expected_hash": out["capture"]["hash"]}, raise_on_error=False)
+        out["stale"] = (stale.is_error, stale.content[0].text)
         out["status"] = (await client.call_tool("status", {})).structured_content
         bad = await client.call_tool("read_note", {"path": "../secret.md"}, raise_on_error=False)
         out["bad"] = (bad.is_error, bad.content[0].text)
@@ -102,7 +110,8 @@ def test_every_tool_over_loopback(vault: Path, transport: str, path: str) -> Non
     with server(vault, transport) as (port, proc):
         out = asyncio.run(_exercise(f"http://127.0.0.1:{port}/{path}"))
         health = httpx.get(f"http://127.0.0.1:{port}/health").json()
-    assert out["tools"] == ["capture", "read_note", "recall", "related", "search", "status"]
+    assert out["tools"] == ["capture", "delete_note", "move_note", "read_note", "recall", "related", "restore_note",
+                            "search", "status", "update_note"]
     results = out["search"]["results"]
     assert results and len(results) <= 3
     assert any("tls" in r["path"].lower() or "tls" in r["title"].lower() for r in results)
@@ -113,6 +122,8 @@ def test_every_tool_over_loopback(vault: Path, transport: str, path: str) -> Non
     assert len(capped["related"]) == 2 and capped["total"] > 2 and "more" in capped
     assert [n["distance"] for n in capped["related"]] == [1, 1]  # nearest first
     assert (vault / out["capture"]["path"]).is_file() and out["capture"]["indexed"]
+    assert out["update"]["commit"] and "Amended over HTTP." in (vault / out["capture"]["path"]).read_text()
+    assert out["stale"][0] and "changed since it was read" in out["stale"][1] and "\n" not in out["stale"][1]
     assert out["status"]["notes"] >= 30
     assert out["bad"][0] and "leaves the vault" in out["bad"][1]
     assert health["ok"] and health["vault"] == str(vault.resolve())
@@ -289,5 +300,5 @@ def test_abandoned_sessions_expire_and_are_capped(vault: Path) -> None:
             expired = use(ids[-1])
             after = httpx.get(f"{base}/health").json()["http"]
     assert live["sessions"] <= 5 and live["evicted_sessions"] >= 7
-    assert oldest == 404 and newest == 200 and tools == 6
+    assert oldest == 404 and newest == 200 and tools == 10  # every tool, the write tools too
     assert expired == 404 and after["sessions"] == 0

@@ -69,7 +69,8 @@ def test_every_tool_over_stdio(vault: Path) -> None:
 
     out = asyncio.run(scenario())
     tools = out["tools"]
-    assert set(tools) == {"search", "recall", "read_note", "related", "capture", "status"}
+    assert set(tools) == {"search", "recall", "read_note", "related", "capture", "status", "update_note", "move_note",
+                          "delete_note", "restore_note"}
     assert tools["search"].annotations.read_only_hint is True
     assert tools["capture"].annotations.read_only_hint is False
     assert tools["capture"].annotations.destructive_hint is False

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..config import db_path, settings
 from ..vault.frontmatter import set_fields
 from ..vault.notes import CAPTURE, KINDS, TEMPLATE, TRACKER
-from ..vault.redact import Redaction, redact_report
+from ..vault.redact import Redaction
 from ..vault.safe_io import OutsideVault, UnreadableNote
 from ..vault.writer import NoteExists, create_note, unique_note_path
 from . import classify as cls
@@ -279,11 +279,7 @@ def braindump(vault: Path, text: str, title: str | None = None, kind: str | None
 
 def _redacted(text: str, into: Redaction) -> str:
     """``text`` redacted, its counts added to ``into``."""
-    if not text:
-        return text
-    done = redact_report(text)
-    into.counts.update(done.counts)
-    return done.text
+    return into.add(text)
 
 
 def should_fetch(vault: Path, text: str, urls: list[str], explicit: bool | None = None) -> bool:

@@ -5,4 +5,5 @@ sub-command (with ``--vault`` and ``--json`` already added). Modules stay thin: 
 library, print; what they share is in ``shell.py``.
 """
 
-MODULES = ("vault", "search", "diagnose", "models", "retrieval", "server", "hooks", "capture", "dream", "usage")
+MODULES = ("vault", "search", "diagnose", "models", "retrieval", "server", "hooks", "capture", "dream", "usage",
+           "note")

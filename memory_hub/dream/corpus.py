@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..vault.git import is_repo, run_git
+from ..vault.git import uncommitted_paths
 from ..vault.links import Resolver
 from ..vault.notes import DAILY, TEMPLATE, Note, parse_note
 from ..vault.walk import UnreadableNote, read_note_text, walk
@@ -94,20 +94,7 @@ class Corpus:
 
 def dirty_paths(vault: Path) -> set[str]:
     """Notes with uncommitted changes (modified, added, untracked) in git."""
-    if not is_repo(vault):
-        return set()
-    out = run_git(vault, "status", "--porcelain", "-z", "--untracked-files=all", check=False).stdout
-    paths = set()
-    entries = out.split("\0")
-    i = 0
-    while i < len(entries):
-        entry = entries[i]
-        if len(entry) > 3:
-            paths.add(entry[3:])
-            if entry[0] in "RC":
-                i += 1
-        i += 1
-    return paths
+    return uncommitted_paths(vault)
 
 
 def load(vault: Path, now: float | None = None, recent_s: float = RECENT_EDIT_S,

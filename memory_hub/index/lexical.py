@@ -258,6 +258,26 @@ def exact_matches(conn: sqlite3.Connection, identifiers: Sequence[str], filters:
     win, those with the exact letter case first; when no note has whole tokens, substring matches
     are returned as they are, so ``apply_secret`` still finds ``apply_secrets``.
     """
+    named = _named_by_path(conn, identifiers, filters)
+    found = _containing(conn, identifiers, filters, limit)
+    return (named + [i for i in found if i not in set(named)])[:limit]
+
+
+def _named_by_path(conn: sqlite3.Connection, identifiers: Sequence[str], filters: Filters) -> list[int]:
+    """Notes a path-shaped identifier names (``runbooks/db-failover.md``, with or without ``.md``):
+    the note at that path is the exact match, before the notes that merely mention it."""
+    paths = [i.strip("/") for i in identifiers if "/" in i or i.lower().endswith(".md")]
+    if not paths:
+        return []
+    wanted = [p for i in paths for p in (i, i + ".md")]
+    where, params = filters.sql("n")
+    rows = conn.execute(f"SELECT n.id FROM notes n WHERE n.path IN (SELECT value FROM json_each(?)) AND {where}",
+                        (json.dumps(wanted), *params)).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def _containing(conn: sqlite3.Connection, identifiers: Sequence[str], filters: Filters, limit: int) -> list[int]:
+    """Notes whose text contains every identifier (whole tokens and exact case first)."""
     long_ids = [i for i in identifiers if len(i) >= 3]
     short_ids = [i.lower() for i in identifiers if len(i) < 3]
     pool = limit  # each candidate's text is read and checked below: keep the pool small
@@ -417,7 +437,9 @@ def unknown_share(conn: sqlite3.Connection, terms: QueryTerms) -> float | None:
         else:
             bucket = loaned if vault("dominant") else native
         df = min(document_frequency(conn, w), total)
-        idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
+        # An unseen word weighs as much as the rarest seen one (df 1): in a small vault df 0's IDF
+        # would let one unknown word outweigh several that match ("mesh routing setup").
+        idf = math.log(1 + (total - max(df, 1) + 0.5) / (max(df, 1) + 0.5))
         bucket[0] += idf
         bucket[1] += idf if df == 0 else 0.0
     if native[0] > 0:

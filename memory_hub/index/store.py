@@ -148,19 +148,19 @@ class Store:
             with self.writer():
                 conn.executescript(SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        else:
-            if version < SCHEMA_VERSION:
-                with self.writer():
-                    version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have done it
-                    if version < SCHEMA_VERSION:  # one transaction: all steps land, or none
-                        steps = "".join(MIGRATIONS[v] for v in range(version + 1, SCHEMA_VERSION + 1))
-                        conn.executescript(f"BEGIN; {steps} DELETE FROM meta WHERE key = 'parse_version';"
-                                           f" PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
-                        self.migrated_from = version
+        elif version < SCHEMA_VERSION:
+            with self.writer():
+                version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have done it
+                if version < SCHEMA_VERSION:  # one transaction: all steps land, or none
+                    steps = "".join(MIGRATIONS[v] for v in range(version + 1, SCHEMA_VERSION + 1))
+                    conn.executescript(f"BEGIN; {steps} DELETE FROM meta WHERE key = 'parse_version';"
+                                       f" PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+                    self.migrated_from = version
+        if version:
             self._upgrade(conn)
 
     def _upgrade(self, conn: sqlite3.Connection) -> None:
-        """Bring an index made by an older version of this schema up to date, in place."""
+        """Bring an index made by an older version up to this schema, in place."""
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'links_in'").fetchone() is None:
             with self.writer():  # an index made before the covering link indexes existed
                 conn.executescript(LINK_INDEXES)

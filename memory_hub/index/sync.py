@@ -337,11 +337,13 @@ def _reads(vault: Path, items: list[tuple[FileStat, str | None]]) -> Iterator[_R
 
 
 def sync(vault: Path, *, rebuild: bool = False, store: Store | None = None, progress: bool | None = None,
-         only: Iterable[str] | None = None) -> SyncReport:
+         only: Iterable[str] | None = None, renamed: dict[str, str] | None = None) -> SyncReport:
     """Bring the index of ``vault`` up to date and return what changed.
 
     ``only`` limits the work to the given vault-relative paths (the watcher's fast path); files
     not named are left alone, and named files that no longer exist are deleted from the index.
+    ``renamed`` ({old: new}) names renames the caller made, so a note whose text changed as it moved
+    (its relative links rewritten) keeps its id too, like a rename found by content hash.
     """
     started = time.monotonic()
     vault = Path(vault).resolve()
@@ -354,7 +356,7 @@ def sync(vault: Path, *, rebuild: bool = False, store: Store | None = None, prog
     report = SyncReport()
     with store.writer():
         try:
-            _sync_locked(vault, store, report, progress, only)
+            _sync_locked(vault, store, report, progress, only, renamed or {})
             _fold_usage(store, vault, report)
         except KeyboardInterrupt:
             report.interrupted = True
@@ -385,7 +387,7 @@ class SyncInterrupted(KeyboardInterrupt):
 
 
 def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool | None,
-                 only: Iterable[str] | None) -> None:
+                 only: Iterable[str] | None, renamed: dict[str, str]) -> None:
     conn = store.conn
     columns = "SELECT path, mtime_ns, size, hash, kind FROM notes"
     if only is not None:
@@ -468,9 +470,15 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
                 report.problems.append((st.path, problem))
                 print(f"warning: {st.path}: {problem}", file=sys.stderr)
             renamed_from = None
-            if not old and missing_by_hash.get(done.digest):
-                renamed_from = missing_by_hash[done.digest].pop(0)
-                missing.remove(renamed_from)
+            if not old:
+                told = next((a for a, b in renamed.items() if b == st.path and a in missing), None)
+                if told is not None:
+                    renamed_from = told
+                    missing_by_hash[known[told][2]].remove(told)
+                elif missing_by_hash.get(done.digest):
+                    renamed_from = missing_by_hash[done.digest].pop(0)
+                if renamed_from is not None:
+                    missing.remove(renamed_from)
             _upsert(store, batch.conn(), note, st, done.digest, resolver, old_path=renamed_from, rows=done.rows)
             if renamed_from:
                 report.renamed.append((renamed_from, st.path))

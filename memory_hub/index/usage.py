@@ -230,6 +230,40 @@ def for_note(store: Store, path: str) -> Usage:
     return counts(store, [path]).get(path, NONE)
 
 
+def carry(store: Store, vault: Path, old: str, new: str) -> Usage:
+    """A note moved from ``old`` to ``new`` keeps its counts; returns what it carried.
+
+    Events are logged by path, so a rename alone would start the note from zero. A ``baseline``
+    event at ``new`` makes up the difference: ``old``'s total less the events already logged at
+    ``new`` (a note deleted from there, or this one before an earlier move away, so a move back
+    counts nothing twice). It goes to this clone's journal like a read (``git status`` stays
+    clean) and reaches the log with the next publish. Called after the move, before ``old`` leaves
+    the index, so ``old``'s frontmatter counters are still known; a note restored from the trash
+    to another path (``old`` no longer indexed) brings its counters in its own frontmatter, which
+    counts at ``new`` once indexed there.
+    """
+    vault = Path(vault)
+    fold(store, vault)
+    moved = for_note(store, old)
+    if store.note_row(old) is None and old not in baselined(store):
+        at_new, ev_new = for_note(store, new), _events(store, new)
+        moved = Usage(moved.reads + at_new.reads - ev_new[0], moved.useful + at_new.useful - ev_new[1],
+                      moved.last_read)
+    if moved.reads or moved.useful:
+        ev_new = _events(store, new)
+        log.record(vault, log.BASELINE, new, reads=max(moved.reads - ev_new[0], 0),
+                   useful=max(moved.useful - ev_new[1], 0))
+        fold(store, vault)
+    return moved
+
+
+def _events(store: Store, path: str) -> tuple[int, int]:
+    """Reads and useful events logged at ``path`` (every source), without its baseline."""
+    row = store.conn.execute("SELECT coalesce(sum(reads), 0), coalesce(sum(useful), 0) FROM usage WHERE path = ?",
+                             (path,)).fetchone()
+    return int(row[0]), int(row[1])
+
+
 def summary(store: Store, vault: Path | None = None) -> dict[str, Any]:
     """What the index knows about usage, for ``status``: events folded, notes used, sources."""
     conn = store.conn

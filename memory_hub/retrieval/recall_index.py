@@ -25,7 +25,7 @@ from ..index.terms import HAN, HANGUL, HIRAGANA, KATAKANA, STOPWORDS, is_identif
 from ..vault.notes import UNRANKED_KINDS, parse_note
 from ..vault.walk import FileStat, OutsideVault, UnreadableNote, read_note_text, safe_path, walk
 
-INDEX_VERSION = 5  # 5: usage counters left the notes (and this index)
+INDEX_VERSION = 6  # 5: usage counters left the notes (and this index); 6: titles and templates as parse_note reads them now
 
 # Field weights: a term in the title says the note is *about* it; in the body, only that it is mentioned.
 W_TITLE, W_ALIAS, W_STEM, W_TAG, W_DESC, W_BODY = 10.0, 8.0, 6.0, 5.0, 3.0, 1.0

@@ -9,6 +9,8 @@ learnings, trackers), in English and Japanese. Before answering from general kno
 user's projects, conventions, past incidents or decisions, call `search` (or `recall` for a compact
 list). Open a note with `read_note` only when its description is not enough. Use `related` to
 follow links. When you learn something worth keeping (a decision, a fix, a gotcha), call `capture`.
+When a note is wrong or outdated, fix it: `update_note` (with the hash `read_note` gave you),
+`move_note` to rename it (links follow), `delete_note` to retire it (recoverable, `restore_note`).
 """
 
 

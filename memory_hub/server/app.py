@@ -1,21 +1,25 @@
-"""The MCP surface: six tools with typed parameters, descriptions written for a model, annotations.
+"""The MCP surface: ten tools with typed parameters, descriptions written for a model, annotations.
 
 The logic lives in ``tools.py``; this module only declares what a client sees. Every tool runs in
 a worker thread (fastmcp's default for sync functions), so a slow search never blocks the event
-loop, and every failure reaches the client as a one-line ``ToolError``.
+loop, and every failure reaches the client as a one-line ``ToolError`` — arguments the schema
+refuses too (``OneLineArgumentErrors``), which pydantic would report in several lines and a link.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError
+from fastmcp.exceptions import ToolError, ValidationError
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from mcp.types import ToolAnnotations
 from pydantic import Field
+from pydantic import ValidationError as PydanticValidationError
 
 from . import tools
 from .about import INSTRUCTIONS
@@ -26,6 +30,13 @@ log = logging.getLogger("memory_hub.server")
 
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+# Changes to existing notes. Each is made against the note's hash (or refused), so repeating a
+# call changes nothing more: idempotent. update/move/delete change or remove what a person may
+# have written (destructive, though every change is a commit and a delete goes to .trash/);
+# restore only brings a note back.
+CHANGES = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
+RESTORES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+HASH_HELP = "The 'hash' read_note returned for this note: the change is refused if the note changed since."
 
 Kind = Literal["knowledge", "capture", "decision", "runbook", "tracker", "daily", "template"]
 
@@ -52,6 +63,47 @@ def _guarded(state: ServerState) -> Callable[[Callable[..., Any]], Callable[...,
         return wrapper
 
     return decorate
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def argument_error(tool: str, exc: Exception, params: list[str] | None = None) -> str:
+    """One line for a call whose arguments the tool's schema refused (pydantic's errors, condensed)."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, PydanticValidationError) else exc
+    if not isinstance(cause, PydanticValidationError):
+        return f"invalid arguments for {tool}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    errors = cause.errors()
+    parts = []
+    for err in errors[:3]:
+        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        kind = err.get("type", "")
+        if kind == "unexpected_keyword_argument":
+            what = "unknown argument" + (f" ({tool} takes {', '.join(params)})" if params else "")
+        elif kind in ("missing_argument", "missing"):
+            what = "required, missing"
+        else:
+            msg = str(err.get("msg", "invalid"))
+            what = f"{msg[:1].lower()}{msg[1:]} (got {_short(err.get('input'))})"
+        parts.append(f"{where}: {what}")
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return f"invalid arguments for {tool}: " + "; ".join(parts) + more
+
+
+class OneLineArgumentErrors(Middleware):
+    """Arguments refused by a tool's schema reach the client as one ``ToolError`` line."""
+
+    def __init__(self, params: dict[str, list[str]]) -> None:
+        self.params = params
+
+    async def on_call_tool(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]) -> Any:
+        try:
+            return await call_next(context)
+        except (ValidationError, PydanticValidationError) as exc:
+            name = getattr(context.message, "name", "tool")
+            raise ToolError(argument_error(name, exc, self.params.get(name))) from None
 
 
 # The retrieval layer validates modes (retrieval.search.MODES); listed here so that building the tool
@@ -142,8 +194,64 @@ def build_server(state: ServerState) -> FastMCP:
         links: Annotated[list[str] | None, Field(description="Names of existing notes to link with [[wikilinks]].")] = None,
     ) -> dict[str, Any]:
         """Save a new note into the vault's capture folder and index it at once. Never overwrites
-        an existing note; returns the new note's path."""
+        an existing note; returns the new note's path and hash (for update_note)."""
         return tools.capture(state, text, title, kind, tags, links)
+
+    @mcp.tool(annotations=CHANGES, title="Update a note")
+    @guarded
+    def update_note(
+        path: Annotated[str, Field(description="Vault-relative path of the note, e.g. 'decisions/use-sqlite.md'.")],
+        text: Annotated[str, Field(description="Markdown to write. Secrets are redacted before writing.")],
+        expected_hash: Annotated[str, Field(description=HASH_HELP)],
+        heading: Annotated[str | None, Field(description="Change only this section: its heading text, e.g. "
+                                                         "'Consequences' (or '## Consequences' to pin the level). "
+                                                         "Empty: the whole body.")] = None,
+        mode: Annotated[Literal["append", "replace"], Field(
+            description="'append': add text at the end of the section (created when missing) or of the note; "
+                        "'replace': replace the section's content (its heading stays) or the whole body "
+                        "(the frontmatter stays).")] = "append",
+    ) -> dict[str, Any]:
+        """Correct or extend an existing note, then commit the change. Read the note first: pass the
+        hash read_note returned, so an edit a person made meanwhile is never overwritten (a stale
+        hash is refused with the current one). Returns the new hash for a next change."""
+        return tools.update_note(state, path, text, expected_hash, heading, mode)
+
+    @mcp.tool(annotations=CHANGES, title="Move or rename a note")
+    @guarded
+    def move_note(
+        path: Annotated[str, Field(description="Vault-relative path of the note to move.")],
+        new_path: Annotated[str, Field(description="Its new vault-relative path ('.md' added when missing; "
+                                                   "a path ending in '/' keeps the file name).")],
+        expected_hash: Annotated[str | None, Field(description=HASH_HELP + " Needed when a person is "
+                                                                           "editing the note.")] = None,
+    ) -> dict[str, Any]:
+        """Rename or move a note and rewrite the links in other notes that pointed to it (every
+        wikilink, embed and relative Markdown link form), as one commit. Notes a person is
+        editing are left as they are and listed under 'skipped'. Never overwrites a file."""
+        return tools.move_note(state, path, new_path, expected_hash)
+
+    @mcp.tool(annotations=CHANGES, title="Delete a note (to the trash)")
+    @guarded
+    def delete_note(
+        path: Annotated[str, Field(description="Vault-relative path of the note to retire.")],
+        expected_hash: Annotated[str | None, Field(description=HASH_HELP + " Needed when a person is "
+                                                                           "editing the note.")] = None,
+    ) -> dict[str, Any]:
+        """Retire a note that is wrong or obsolete: it moves to the vault's .trash/ folder and the
+        change is committed, so restore_note brings it back. Lists the notes whose links to it
+        now dangle."""
+        return tools.delete_note(state, path, expected_hash)
+
+    @mcp.tool(annotations=RESTORES, title="Restore a deleted note")
+    @guarded
+    def restore_note(
+        path: Annotated[str, Field(description="The deleted note's old path, or the 'trash_path' delete_note "
+                                               "returned.")],
+        new_path: Annotated[str | None, Field(description="Restore it at this path instead of its old one.")] = None,
+    ) -> dict[str, Any]:
+        """Bring back a note delete_note retired (from .trash/, or from git history when the trash
+        was emptied), then commit. Never overwrites a note: pass new_path if its old path is taken."""
+        return tools.restore_note(state, path, new_path)
 
     @mcp.tool(annotations=READ_ONLY, title="Memory status")
     @guarded
@@ -152,4 +260,11 @@ def build_server(state: ServerState) -> FastMCP:
         embedding coverage and model, watcher state. Check it when results look stale."""
         return tools.status(state)
 
+    declared = (search, recall, read_note, related, capture, update_note, move_note, delete_note, restore_note,
+                status)
+    mcp.add_middleware(OneLineArgumentErrors({_name(f): list(inspect.signature(f).parameters) for f in declared}))
     return mcp
+
+
+def _name(tool: Any) -> str:
+    return getattr(tool, "name", None) or getattr(tool, "__name__", "tool")

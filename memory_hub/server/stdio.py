@@ -47,6 +47,11 @@ CALLS: dict[str, Callable[[ServerState, dict[str, Any]], Any]] = {
     "read_note": lambda s, a: tools.read_note(s, a["path"], a["from_line"], a["max_lines"]),
     "related": lambda s, a: tools.related(s, a["path"], a["hops"], a["limit"]),
     "capture": lambda s, a: tools.capture(s, a["text"], a["title"], a["kind"], a["tags"], a["links"]),
+    "update_note": lambda s, a: tools.update_note(s, a["path"], a["text"], a["expected_hash"], a["heading"],
+                                                  a["mode"]),
+    "move_note": lambda s, a: tools.move_note(s, a["path"], a["new_path"], a["expected_hash"]),
+    "delete_note": lambda s, a: tools.delete_note(s, a["path"], a["expected_hash"]),
+    "restore_note": lambda s, a: tools.restore_note(s, a["path"], a["new_path"]),
     "status": lambda s, a: tools.status(s),
 }
 

@@ -256,7 +256,7 @@ TOOLS_JSON = r'''
   {
    "name": "capture",
    "title": "Capture a memory",
-   "description": "Save a new note into the vault's capture folder and index it at once. Never overwrites\nan existing note; returns the new note's path.",
+   "description": "Save a new note into the vault's capture folder and index it at once. Never overwrites\nan existing note; returns the new note's path and hash (for update_note).",
    "inputSchema": {
     "type": "object",
     "additionalProperties": false,
@@ -341,6 +341,210 @@ TOOLS_JSON = r'''
     "readOnlyHint": false,
     "destructiveHint": false,
     "idempotentHint": false,
+    "openWorldHint": false
+   },
+   "_meta": {
+    "fastmcp": {
+     "tags": []
+    }
+   }
+  },
+  {
+   "name": "update_note",
+   "title": "Update a note",
+   "description": "Correct or extend an existing note, then commit the change. Read the note first: pass the\nhash read_note returned, so an edit a person made meanwhile is never overwritten (a stale\nhash is refused with the current one). Returns the new hash for a next change.",
+   "inputSchema": {
+    "type": "object",
+    "additionalProperties": false,
+    "properties": {
+     "path": {
+      "description": "Vault-relative path of the note, e.g. 'decisions/use-sqlite.md'.",
+      "type": "string"
+     },
+     "text": {
+      "description": "Markdown to write. Secrets are redacted before writing.",
+      "type": "string"
+     },
+     "expected_hash": {
+      "description": "The 'hash' read_note returned for this note: the change is refused if the note changed since.",
+      "type": "string"
+     },
+     "heading": {
+      "anyOf": [
+       {
+        "type": "string"
+       },
+       {
+        "type": "null"
+       }
+      ],
+      "default": null,
+      "description": "Change only this section: its heading text, e.g. 'Consequences' (or '## Consequences' to pin the level). Empty: the whole body."
+     },
+     "mode": {
+      "default": "append",
+      "description": "'append': add text at the end of the section (created when missing) or of the note; 'replace': replace the section's content (its heading stays) or the whole body (the frontmatter stays).",
+      "enum": [
+       "append",
+       "replace"
+      ],
+      "type": "string"
+     }
+    },
+    "required": [
+     "path",
+     "text",
+     "expected_hash"
+    ]
+   },
+   "outputSchema": {
+    "additionalProperties": true,
+    "type": "object"
+   },
+   "annotations": {
+    "readOnlyHint": false,
+    "destructiveHint": true,
+    "idempotentHint": true,
+    "openWorldHint": false
+   },
+   "_meta": {
+    "fastmcp": {
+     "tags": []
+    }
+   }
+  },
+  {
+   "name": "move_note",
+   "title": "Move or rename a note",
+   "description": "Rename or move a note and rewrite the links in other notes that pointed to it (every\nwikilink, embed and relative Markdown link form), as one commit. Notes a person is\nediting are left as they are and listed under 'skipped'. Never overwrites a file.",
+   "inputSchema": {
+    "type": "object",
+    "additionalProperties": false,
+    "properties": {
+     "path": {
+      "description": "Vault-relative path of the note to move.",
+      "type": "string"
+     },
+     "new_path": {
+      "description": "Its new vault-relative path ('.md' added when missing; a path ending in '/' keeps the file name).",
+      "type": "string"
+     },
+     "expected_hash": {
+      "anyOf": [
+       {
+        "type": "string"
+       },
+       {
+        "type": "null"
+       }
+      ],
+      "default": null,
+      "description": "The 'hash' read_note returned for this note: the change is refused if the note changed since. Needed when a person is editing the note."
+     }
+    },
+    "required": [
+     "path",
+     "new_path"
+    ]
+   },
+   "outputSchema": {
+    "additionalProperties": true,
+    "type": "object"
+   },
+   "annotations": {
+    "readOnlyHint": false,
+    "destructiveHint": true,
+    "idempotentHint": true,
+    "openWorldHint": false
+   },
+   "_meta": {
+    "fastmcp": {
+     "tags": []
+    }
+   }
+  },
+  {
+   "name": "delete_note",
+   "title": "Delete a note (to the trash)",
+   "description": "Retire a note that is wrong or obsolete: it moves to the vault's .trash/ folder and the\nchange is committed, so restore_note brings it back. Lists the notes whose links to it\nnow dangle.",
+   "inputSchema": {
+    "type": "object",
+    "additionalProperties": false,
+    "properties": {
+     "path": {
+      "description": "Vault-relative path of the note to retire.",
+      "type": "string"
+     },
+     "expected_hash": {
+      "anyOf": [
+       {
+        "type": "string"
+       },
+       {
+        "type": "null"
+       }
+      ],
+      "default": null,
+      "description": "The 'hash' read_note returned for this note: the change is refused if the note changed since. Needed when a person is editing the note."
+     }
+    },
+    "required": [
+     "path"
+    ]
+   },
+   "outputSchema": {
+    "additionalProperties": true,
+    "type": "object"
+   },
+   "annotations": {
+    "readOnlyHint": false,
+    "destructiveHint": true,
+    "idempotentHint": true,
+    "openWorldHint": false
+   },
+   "_meta": {
+    "fastmcp": {
+     "tags": []
+    }
+   }
+  },
+  {
+   "name": "restore_note",
+   "title": "Restore a deleted note",
+   "description": "Bring back a note delete_note retired (from .trash/, or from git history when the trash\nwas emptied), then commit. Never overwrites a note: pass new_path if its old path is taken.",
+   "inputSchema": {
+    "type": "object",
+    "additionalProperties": false,
+    "properties": {
+     "path": {
+      "description": "The deleted note's old path, or the 'trash_path' delete_note returned.",
+      "type": "string"
+     },
+     "new_path": {
+      "anyOf": [
+       {
+        "type": "string"
+       },
+       {
+        "type": "null"
+       }
+      ],
+      "default": null,
+      "description": "Restore it at this path instead of its old one."
+     }
+    },
+    "required": [
+     "path"
+    ]
+   },
+   "outputSchema": {
+    "additionalProperties": true,
+    "type": "object"
+   },
+   "annotations": {
+    "readOnlyHint": false,
+    "destructiveHint": false,
+    "idempotentHint": true,
     "openWorldHint": false
    },
    "_meta": {

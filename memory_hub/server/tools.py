@@ -10,13 +10,15 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
+import threading
 from typing import Any
 
 from ..index import graph
 from ..index.lexical import Filters
 from ..index.sync import sync
+from ..vault.editing import WriteRefused, note_hash
 from ..vault.notes import KINDS
-from ..vault.walk import OutsideVault, UnreadableNote, read_note_text, safe_path
+from ..vault.walk import OutsideVault, UnreadableNote, decode_note, read_note_bytes, safe_path
 from .state import ServerState
 
 log = logging.getLogger("memory_hub.server")
@@ -150,6 +152,8 @@ def _resolve_note(state: ServerState, path: str) -> str:
     resolved = graph.build_resolver(conn).resolve(path.removesuffix(".md"))
     if resolved:
         return resolved
+    if path.lower().endswith(".md") and safe_path(state.vault, path).is_file():
+        return path  # on disk, not indexed yet (saved a moment ago)
     raise ToolError(f"no note at {path!r}; use a path returned by search() (vault-relative, with .md)")
 
 
@@ -163,7 +167,8 @@ def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int 
     if not rel.lower().endswith(".md"):
         raise ToolError(f"{rel} is an attachment, not a Markdown note")
     try:
-        text = read_note_text(state.vault, rel)
+        data = read_note_bytes(state.vault, rel)
+        text = decode_note(data)
     except FileNotFoundError:
         raise ToolError(f"{rel} was deleted; the index will drop it within a second") from None
     except (UnreadableNote, OutsideVault) as exc:
@@ -174,7 +179,7 @@ def read_note(state: ServerState, path: str, from_line: int = 1, max_lines: int 
     row = state.store.note_row(rel)
     out: dict[str, Any] = {
         "path": rel, "title": row["title"] if row else rel, "from_line": from_line, "to_line": to_line,
-        "total_lines": len(lines), "text": "\n".join(chunk),
+        "total_lines": len(lines), "text": "\n".join(chunk), "hash": note_hash(data),
     }
     if to_line < len(lines):
         out["more"] = f"{len(lines) - to_line} more line(s): call read_note again with from_line={to_line + 1}"
@@ -263,8 +268,148 @@ def capture(state: ServerState, text: str, title: str | None = None, kind: str |
     rel = _relative(state, written)
     report = sync(state.vault, store=state.store, only=[rel, *[_relative(state, a) for a in also]], progress=False)
     row = state.store.note_row(rel)
+    digest = _written(state)[rel] = note_hash(read_note_bytes(state.vault, rel))
     return {"path": rel, "title": row["title"] if row else title, "kind": row["kind"] if row else kind,
-            "indexed": row is not None, **extra, "index": report.summary()}
+            "indexed": row is not None, "hash": digest, **extra, "index": report.summary()}
+
+
+INLINE_INDEX = 200  # files a write tool re-indexes before it answers; more are indexed in the background
+
+
+def _changed(state: ServerState, paths: list[str], renamed: dict[str, str] | None = None) -> str:
+    """Index the files a write changed (the watcher would, a second later); what the index did.
+
+    A move that rewrote links in hundreds of notes would keep the client waiting for minutes of
+    re-indexing, so beyond ``INLINE_INDEX`` files that runs in a background thread and the answer
+    says so (searches meanwhile flag the pending changes).
+    """
+    def run() -> str:
+        return sync(state.vault, store=state.store, only=paths, renamed=renamed, progress=False).summary()
+
+    if len(paths) <= INLINE_INDEX:
+        return run()
+
+    def background() -> None:
+        try:
+            run()
+        except Exception as exc:  # noqa: BLE001 - the watcher's rescan catches up
+            log.warning("indexing %d changed files failed: %s", len(paths), exc)
+
+    threading.Thread(target=background, name="memory-hub-write-index", daemon=True).start()
+    return f"indexing {len(paths)} changed files in the background; searches flag them as pending until done"
+
+
+def _check_text(text: Any, name: str = "text") -> str:
+    if not isinstance(text, str):
+        raise ToolError(f"{name} must be a string")
+    if len(text) > MAX_CAPTURE_CHARS:
+        raise ToolError(f"{name} is {len(text):,} characters; the limit is {MAX_CAPTURE_CHARS:,}")
+    return text
+
+
+def _check_hash(expected_hash: str | None, required: bool) -> str | None:
+    if expected_hash is None or not str(expected_hash).strip():
+        if required:
+            raise ToolError("expected_hash is empty: pass the hash read_note returned for this note")
+        return None
+    value = str(expected_hash).strip().lower()
+    if len(value) != 32 or any(c not in "0123456789abcdef" for c in value):
+        raise ToolError(f"expected_hash must be the 32-character hash read_note returned, not {expected_hash!r}")
+    return value
+
+
+MAX_LISTED = 50
+
+
+def _capped(out: dict[str, Any], key: str) -> dict[str, Any]:
+    """``out`` with the list under ``key`` cut to ``MAX_LISTED`` items and its full length beside it."""
+    items = out.get(key)
+    if isinstance(items, list) and len(items) > MAX_LISTED:
+        out[key] = items[:MAX_LISTED]
+        out[f"{key}_total"] = len(items)
+    return out
+
+
+def _written(state: ServerState) -> dict[str, str]:
+    """{path: hash} of notes this server wrote and did not commit (captures): an uncommitted recent
+    save with that hash is the agent's own, not a person's edit in progress."""
+    return state.extras.setdefault("written", {})
+
+
+def update_note(state: ServerState, path: str, text: str, expected_hash: str, heading: str | None = None,
+                mode: str = "append") -> dict[str, Any]:
+    from ..vault.edit import update_note as update
+
+    rel = _resolve_note(state, path)
+    try:
+        result = update(state.vault, rel, _check_text(text), _check_hash(expected_hash, True), mode=mode,
+                        heading=heading, own_hash=_written(state).get(rel))
+    except WriteRefused as exc:
+        raise ToolError(str(exc)) from None
+    out = result.as_dict()
+    if result.changed:
+        out["index"] = _changed(state, [rel])
+    return out
+
+
+def move_note(state: ServerState, path: str, new_path: str, expected_hash: str | None = None) -> dict[str, Any]:
+    from ..vault.move import move_note as move
+
+    rel = _resolve_note(state, path)
+    if not isinstance(new_path, str) or not new_path.strip():
+        raise ToolError("new_path is empty: pass the vault-relative path the note should have, e.g. 'decisions/x.md'")
+    try:
+        result = move(state.vault, rel, new_path, _check_hash(expected_hash, False))
+    except WriteRefused as exc:
+        raise ToolError(str(exc)) from None
+    out = _capped(_capped(result.as_dict(), "relinked"), "skipped")
+    _carry_usage(state, result.old, result.new)
+    out["index"] = _changed(state, result.paths, renamed={result.old: result.new})
+    if result.skipped:
+        out["hint"] = ("some notes are being edited and still link to the old name; update them later with "
+                       "update_note, or ask the person")
+    return out
+
+
+def _carry_usage(state: ServerState, old: str, new: str) -> None:
+    from ..index import usage
+
+    try:
+        usage.carry(state.store, state.vault, old, new)
+    except Exception as exc:  # noqa: BLE001 - the move is done and committed; counts are secondary
+        log.warning("usage counts of %s did not follow it to %s: %s", old, new, exc)
+
+
+def delete_note(state: ServerState, path: str, expected_hash: str | None = None) -> dict[str, Any]:
+    from ..vault.trash import trash_note
+
+    rel = _resolve_note(state, path)
+    try:
+        result = trash_note(state.vault, rel, _check_hash(expected_hash, False))
+    except WriteRefused as exc:
+        raise ToolError(str(exc)) from None
+    out = _capped(result.as_dict(), "backlinks")
+    out["index"] = _changed(state, [rel])
+    out["restore"] = f"restore_note(path={rel!r}) brings it back"
+    if result.backlinks:
+        out["hint"] = f"{len(result.backlinks)} note(s) still link to it; fix them with update_note if they should not"
+    return out
+
+
+def restore_note(state: ServerState, path: str, new_path: str | None = None) -> dict[str, Any]:
+    from ..vault.trash import restore_note as restore
+
+    if not isinstance(path, str) or not path.strip():
+        raise ToolError("path is empty: pass the deleted note's path (or its .trash/ path from delete_note)")
+    try:
+        result = restore(state.vault, path, new_path or None)
+    except WriteRefused as exc:
+        raise ToolError(str(exc)) from None
+    out = result.as_dict()
+    out["index"] = _changed(state, [result.path])
+    if result.moved_from:
+        _carry_usage(state, result.moved_from, result.path)
+    return out
 
 
 def _relative(state: ServerState, written: Any) -> str:

@@ -15,10 +15,11 @@ class GitError(RuntimeError):
     """A git command failed; the message carries git's own words."""
 
 
-def run_git(vault: Path, *args: str, check: bool = True, identity: bool = False) -> subprocess.CompletedProcess[str]:
+def run_git(vault: Path, *args: str, check: bool = True, identity: bool = False,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
     cmd = ["git"] + (_identity_args(vault) if identity else []) + list(args)
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
-    proc = subprocess.run(cmd, cwd=vault, capture_output=True, text=True, env=env)
+    proc = subprocess.run(cmd, cwd=vault, capture_output=True, text=True, env=env, input=input)
     if check and proc.returncode != 0:
         raise GitError(f"git {' '.join(args)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc
@@ -97,6 +98,85 @@ def commit_all(vault: Path, message: str) -> str | None:
         return None
     run_git(vault, "commit", "-q", "-m", message, identity=True)
     return run_git(vault, "rev-parse", "HEAD").stdout.strip()
+
+
+def _literal(paths: list[str]) -> list[str]:
+    """Pathspecs that match exactly these paths (a note named ``a [draft].md`` is not a glob)."""
+    return [f":(literal){p}" for p in paths]
+
+
+def uncommitted_paths(vault: Path) -> set[str]:
+    """Files with uncommitted changes (modified, added, deleted, untracked) in git; empty outside a repository."""
+    if not is_repo(vault):
+        return set()
+    out = run_git(vault, "status", "--porcelain", "-z", "--untracked-files=all", check=False).stdout
+    paths = set()
+    entries = out.split("\0")
+    i = 0
+    while i < len(entries):
+        entry = entries[i]
+        if len(entry) > 3:
+            paths.add(entry[3:])
+            if entry[0] in "RC":
+                i += 1
+        i += 1
+    return paths
+
+
+def ignored_paths(vault: Path, paths: list[str]) -> set[str]:
+    """Which of ``paths`` the vault's ignore rules keep out of git."""
+    if not paths:
+        return set()
+    proc = run_git(vault, "check-ignore", "--no-index", "-z", "--stdin", input="\0".join(paths) + "\0", check=False)
+    return {p for p in proc.stdout.split("\0") if p}
+
+
+def commit_paths(vault: Path, paths: list[str], message: str) -> str | None:
+    """Stage and commit exactly ``paths`` (whatever else is staged stays staged); the commit, or None.
+
+    A path that is neither tracked nor on disk (a note created and removed before any commit) and a
+    path the ignore rules keep out (a git-ignored ``.trash/``) are left out instead of failing the
+    commit. None when nothing of ``paths`` differs from HEAD. The paths go to git on stdin, so a
+    move that rewrote links in thousands of notes is one commit too.
+    """
+    paths = list(dict.fromkeys(paths))
+    tracked = set(run_git(vault, "ls-files", "-z").stdout.split("\0")) & set(paths)
+    present = [p for p in paths if p not in tracked and os.path.lexists(vault / p)]
+    ignored = ignored_paths(vault, present)
+    keep = [p for p in paths if p in tracked] + [p for p in present if p not in ignored]
+    if not keep:
+        return None
+    spec = "\0".join(_literal(keep)) + "\0"
+    run_git(vault, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec)
+    staged = set(run_git(vault, "diff", "--cached", "--name-only", "--no-renames", "-z").stdout.split("\0"))
+    if not staged & set(keep):
+        return None  # nothing differs from HEAD (someone committed these bytes already)
+    run_git(vault, "commit", "-q", "-m", message, "--pathspec-from-file=-", "--pathspec-file-nul", input=spec,
+            identity=True)
+    return run_git(vault, "rev-parse", "HEAD").stdout.strip()
+
+
+def _show(vault: Path, spec: str) -> bytes | None:
+    shown = subprocess.run(["git", "show", spec], cwd=vault, capture_output=True,
+                           env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+    return shown.stdout if shown.returncode == 0 else None
+
+
+def deleted_in(vault: Path, rel: str) -> tuple[str, bytes] | None:
+    """The last commit that deleted ``rel`` and the file's bytes just before it, or None.
+
+    A file still in HEAD (removed from the working tree only) comes back as HEAD has it.
+    """
+    head = run_git(vault, "rev-parse", "-q", "--verify", "HEAD", check=False).stdout.strip()
+    data = _show(vault, f"HEAD:{rel}") if head else None
+    if data is not None:
+        return head, data
+    proc = run_git(vault, "log", "-1", "--format=%H", "--diff-filter=D", "--", *_literal([rel]), check=False)
+    commit = proc.stdout.strip()
+    if proc.returncode != 0 or not commit:
+        return None
+    data = _show(vault, f"{commit}^:{rel}")
+    return (commit, data) if data is not None else None
 
 
 # What git must never see: the index caches, and the temporary files of an atomic write in flight

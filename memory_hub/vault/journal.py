@@ -33,9 +33,9 @@ from pathlib import Path
 
 from ..config import index_dir
 from . import safe_io
-from .git import GitError, commit_blocker, run_git
+from .git import GitError, commit_blocker, commit_paths, run_git
 from .safe_io import OutsideVault
-from .writer import NoteExists, create_note, replace_note
+from .writer import NoteExists
 
 TRAILER = "Memory-Hub-Journal"
 
@@ -139,31 +139,30 @@ def _put(vault: Path, rel: str, data: bytes | None, expected_mtime_ns: int | Non
         except safe_io.UnreadableNote as exc:
             raise NoteExists(f"{rel}: {exc}") from None
         return
-    text = data.decode("utf-8", "surrogateescape")
     if create:
-        create_note(vault, rel, text)
+        safe_io.create_file(vault, rel, data)
     else:
-        replace_note(vault, rel, text, expected_mtime_ns=expected_mtime_ns)
+        # Without an expected mtime this is a roll-back or a completion: a file the plan deletes
+        # (or that was deleted) gets its bytes back even though it is not there now.
+        safe_io.replace_file(vault, rel, data, expected_mtime_ns, create=expected_mtime_ns is None)
 
 
 def _unstage(vault: Path, paths: list[str]) -> None:
     """Drop staged changes to ``paths`` (after a roll-back the index must match HEAD again)."""
+    spec = "".join(f":(literal){p}\0" for p in paths)  # on stdin: a step may name thousands of files
     if _head(vault):
-        run_git(vault, "reset", "-q", "--", *paths, check=False)
+        run_git(vault, "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec, check=False)
     else:
-        run_git(vault, "rm", "-q", "--cached", "--ignore-unmatch", "--", *paths, check=False)
+        run_git(vault, "rm", "-q", "--cached", "--ignore-unmatch", "--pathspec-from-file=-", "--pathspec-file-nul",
+                input=spec, check=False)
 
 
 def _commit(vault: Path, paths: list[str], message: str, journal_id: str) -> str | None:
-    run_git(vault, "add", "-A", "--", *paths)
-    if run_git(vault, "diff", "--cached", "--quiet", "--", *paths, check=False).returncode == 0:
-        return None  # nothing differs from HEAD (someone committed these bytes already)
     text = message.rstrip("\n")
     last = text.rsplit("\n\n", 1)[-1].splitlines()
     joined = "\n" if "\n\n" in text and all(re.match(r"[\w-]+: \S", ln) for ln in last) else "\n\n"
     text += f"{joined}{TRAILER}: {journal_id}\n"  # one trailer block with the writer's own trailers
-    run_git(vault, "commit", "-q", "-m", text, "--", *paths, identity=True)
-    return _head(vault)
+    return commit_paths(vault, paths, text)
 
 
 def commit_atomically(vault: Path, changes: list[Change], message: str, name: str = "dream step") -> str | None:

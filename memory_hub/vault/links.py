@@ -125,6 +125,87 @@ def _markdown_links(text: str, line_offset: int) -> Iterator[Link]:
                    alias=m.group(2).strip() or None, line=line)
 
 
+@dataclass(frozen=True)
+class LinkSpan:
+    """Where one link's *target* is written in a note's text, for rewriting it in place.
+
+    ``start``/``end`` bound the target as written (``folder/x`` in ``[[folder/x#h|a]]``, ``../x%20y.md``
+    or ``<../x y.md>`` in ``[t](../x%20y.md#h)``); heading, block, alias and brackets lie outside it,
+    so replacing ``text[start:end]`` keeps them. ``target`` is the decoded target, as in ``Link``.
+    """
+
+    kind: str
+    target: str
+    start: int
+    end: int
+    raw: str
+
+
+def _wiki_target_end(inner: str) -> int:
+    """Length of the target part of a wikilink's inner text (before ``#``, ``|`` or a table's ``\\|``)."""
+    cut = len(inner)
+    for mark in ("#", "|"):
+        i = inner.find(mark)
+        if i != -1:
+            cut = min(cut, i)
+    if cut > 0 and inner[cut - 1] == "\\" and inner[cut:cut + 1] == "|":
+        cut -= 1
+    return cut
+
+
+def link_spans(text: str) -> list[LinkSpan]:
+    """Every link of a whole note file (frontmatter included) with the span of its target.
+
+    The same forms ``extract_links`` finds, in file order: wikilinks and embeds (``[[x]]``,
+    ``[[x|a]]``, ``[[x#h]]``, ``[[x#^b]]``, ``![[x]]``, ``[[f/x]]``, ``[[x\\|a]]`` in tables) and
+    relative Markdown links to ``.md`` files in the body, never inside code or comments; wikilinks
+    in frontmatter values. Same-note links (``[[#h]]``) and URLs are not targets and are skipped.
+    """
+    from .frontmatter import split
+
+    raw_fm, body, _ = split(text)
+    body_start = len(text) - len(body)
+    found: list[LinkSpan] = []
+    if raw_fm is not None:
+        for m in _WIKI.finditer(text, 0, body_start):
+            found.extend(_wiki_span(m, FRONTMATTER, text))
+    masked = " " * body_start + mask_code(body)
+    for m in _WIKI.finditer(masked, body_start):
+        found.extend(_wiki_span(m, EMBED if m.group(1) else WIKILINK, text))
+    for m in _MD.finditer(masked, body_start):
+        span = _markdown_span(m, text)
+        if span is not None:
+            found.append(span)
+    found.sort(key=lambda s: s.start)
+    return found
+
+
+def _wiki_span(m: re.Match[str], kind: str, text: str) -> list[LinkSpan]:
+    start = m.start(2)
+    inner = text[start:m.end(2)]  # ``m`` may have matched the masked copy: same offsets
+    cut = _wiki_target_end(inner)
+    raw = inner[:cut]
+    lead = len(raw) - len(raw.lstrip())
+    raw_target = raw.strip()
+    target, _, _, _ = _split_wiki(inner)
+    if not target or not raw_target:
+        return []
+    return [LinkSpan(kind, target, start + lead, start + lead + len(raw_target), raw_target)]
+
+
+def _markdown_span(m: re.Match[str], text: str) -> LinkSpan | None:
+    start, end = m.start(3), m.end(3)
+    raw = text[start:end]
+    inner, off = (raw[1:-1], 1) if raw.startswith("<") and raw.endswith(">") else (raw, 0)
+    if _SCHEME.match(inner) or inner.startswith(("#", "//")):
+        return None
+    path = inner.partition("#")[0]
+    if not unquote(path).lower().endswith(".md"):
+        return None
+    # The span covers the path only; the brackets and ``#anchor`` stay as written.
+    return LinkSpan(MARKDOWN, unquote(path), start + off, start + off + len(path), path)
+
+
 def _strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value

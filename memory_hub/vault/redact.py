@@ -70,6 +70,14 @@ class Redaction:
         kinds = ", ".join(k if n == 1 else f"{k} ×{n}" for k, n in self.counts.most_common())
         return f"{self.total} secret{'s' if self.total != 1 else ''} redacted ({kinds})"
 
+    def add(self, text: str) -> str:
+        """``text`` redacted, its counts added to these (one tally over several fields of one write)."""
+        if not text:
+            return text
+        done = redact_report(text)
+        self.counts.update(done.counts)
+        return done.text
+
 
 _Gate = tuple[str, ...] | re.Pattern[str]
 
