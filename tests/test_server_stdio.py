@@ -230,7 +230,7 @@ def test_stdio_protocol_edges(vault: Path) -> None:
     assert by_id[4]["error"]["code"] == -32600
     assert by_id[5]["result"] == {} and by_id[6]["result"] == {"prompts": []}
     assert by_id[7]["result"]["isError"] and "Unknown tool" in by_id[7]["result"]["content"][0]["text"]
-    assert by_id[8]["result"]["isError"] and "k: expected an integer" in by_id[8]["result"]["content"][0]["text"]
+    assert by_id[8]["result"]["isError"] and "k: input should be a valid integer" in by_id[8]["result"]["content"][0]["text"]
     ok = by_id[9]["result"]
     assert not ok["isError"] and len(ok["structuredContent"]["results"]) == 2
     assert len(answers) == 10  # the notification got no answer

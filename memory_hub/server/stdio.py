@@ -75,6 +75,11 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 }
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _check(schema: dict[str, Any], value: Any, where: str) -> str | None:
     """Why ``value`` does not fit ``schema`` (the subset FastMCP emits for our tools), or None."""
     if "anyOf" in schema:
@@ -82,9 +87,9 @@ def _check(schema: dict[str, Any], value: Any, where: str) -> str | None:
         return None if any(r is None for r in reasons) else next(r for r in reasons if r)
     kind = schema.get("type")
     if kind and not _TYPES.get(kind, lambda v: True)(value):
-        return f"{where}: expected {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {json.dumps(value)[:80]}"
+        return f"{where}: input should be a valid {kind} (got {_short(value)})"
     if "enum" in schema and value not in schema["enum"]:
-        return f"{where}: must be one of {', '.join(map(str, schema['enum']))}, not {json.dumps(value)[:80]}"
+        return f"{where}: input should be {' or '.join(map(repr, schema['enum']))} (got {_short(value)})"
     if "minimum" in schema and value < schema["minimum"]:
         return f"{where}: must be at least {schema['minimum']}, not {value}"
     if "maximum" in schema and value > schema["maximum"]:
@@ -105,8 +110,10 @@ def arguments(tool: dict[str, Any], given: Any) -> dict[str, Any]:
         raise ValueError("arguments must be an object")
     schema = tool["inputSchema"]
     props: dict[str, Any] = schema.get("properties", {})
-    problems = [f"{name}: unknown argument" for name in given if name not in props]
-    problems += [f"{name}: missing (required)" for name in schema.get("required", []) if name not in given]
+    # worded as the FastMCP transports word them (app.argument_error)
+    problems = [f"{name}: unknown argument ({tool.get('name', 'the tool')} takes {', '.join(props)})"
+                for name in given if name not in props]
+    problems += [f"{name}: required, missing" for name in schema.get("required", []) if name not in given]
     out = {}
     for name, prop in props.items():
         if name in given:
