@@ -10,7 +10,7 @@ MH     := $(BIN)/memory-hub
 PORT   ?= 8765
 BINDIR ?= $(HOME)/.local/bin
 
-.PHONY: run test setup models vault lint bench clean install uninstall
+.PHONY: run test setup models vault lint bench clean install uninstall browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,15 @@ vault: setup
 run: vault
 	$(MH) serve --transport http --port $(PORT)
 
-test: vault
+test: vault browser
 	$(BIN)/python -m pytest -q
+
+# Debian's headless Chromium for tests/test_web_browser.py (Playwright drives it; it never downloads a
+# browser of its own). Installed when missing and we may (root); otherwise the browser test skips and says why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-ipafont-gothic >/dev/null; } ; } || \
+	  echo "note: chromium not installed; the browser test will skip" >&2
 
 # A link, so hooks, schedules and git hooks that run $(BINDIR)/memory-hub keep working: after moving
 # the clone, run `make install` again and they follow. An existing memory-hub that is not a link into

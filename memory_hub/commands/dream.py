@@ -48,6 +48,13 @@ def cmd_dream(args: argparse.Namespace) -> int:
                            use_llm=False if args.no_llm else None, max_links=args.max_links)
     except DreamError as exc:
         raise CliError(str(exc)) from None
+    if args.dry_run:  # kept for review, with diffs, on the web page's /health (dream/proposals.py)
+        from ..dream import proposals
+
+        try:
+            proposals.save(vault, proposals.from_report(vault, report))
+        except OSError as exc:
+            report.warnings.append(f"plan not saved for review: {exc}")
     if args.json:
         print_json(report.as_dict())
         return 0

@@ -63,7 +63,7 @@ def cmd_vectors(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ..eval.golden import GoldenError, Ranked, load_cases, run_eval
+    from ..eval.golden import GoldenError, Ranked, load_cases, record_run, run_eval
     from ..retrieval.search import QueryError
     from ..retrieval.searcher import Searcher
 
@@ -85,6 +85,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return Ranked.of(result, [h.path for h in result.hits])
 
     report = run_eval(vault, cases, run, k=args.k or k, threshold=threshold, mode=args.mode or searcher.mode)
+    record_run(vault, report, args.cases)  # the trend on the web page's /health
     if args.json:
         data = report.as_dict()
         data["warnings"] = sorted(warnings)

@@ -263,3 +263,29 @@ def run_eval(vault: Path, cases: list[Case], search: SearchFn, k: int = DEFAULT_
         results.append(CaseResult(case.query, case.expect, case_k, "pass" if ok else "fail", rank, top, missing, ms,
                                   ranks=ranks, low_confidence=ranked.low_confidence, **base))
     return EvalReport(results, threshold, mode)
+
+
+# -- history: every run of a suite, so health can show the trend -----------------------------------
+
+HISTORY_FILE = "eval.jsonl"  # under the vault's telemetry folder (a cache: deleting it loses the trend)
+MAX_FAILED_SHOWN = 20
+
+
+def record_run(vault: Path, report: EvalReport, cases_file: Path | str, source: str = "cli") -> dict[str, Any]:
+    """Append one line about this run to the vault's eval history; returns the line (never raises)."""
+    from . import telemetry
+
+    failed = [c.query for c in report.cases if c.status == "fail"]
+    line = {"event": "eval", "source": source, "cases": Path(cases_file).name, "mode": report.mode,
+            "ok": report.ok, "passed": report.passed, "failed": report.failed, "skipped": report.skipped,
+            "evaluable": report.evaluable, "pass_rate": round(report.pass_rate, 4), "mrr": round(report.mrr, 4),
+            "threshold": report.threshold, "failed_queries": failed[:MAX_FAILED_SHOWN]}
+    telemetry.record(vault, line, name=HISTORY_FILE)
+    return line
+
+
+def history(vault: Path) -> list[dict[str, Any]]:
+    """Every recorded run, oldest first."""
+    from . import telemetry
+
+    return [e for e in telemetry.events(vault, HISTORY_FILE) if e.get("event") == "eval"]

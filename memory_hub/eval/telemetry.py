@@ -59,6 +59,26 @@ def _append(target: Path, event: dict[str, Any]) -> None:
         pass
 
 
+PROMPT_CHARS = 2000  # of a prompt kept in telemetry (after redaction)
+
+
+def prompt_fields(vault: Path, prompt: str, block: str) -> dict[str, Any]:
+    """What a recall line keeps of its prompt and block for the timeline (``memory-hub serve``'s web
+    page): the prompt with secrets redacted (``vault/redact.py``) and cut to ``PROMPT_CHARS``, and
+    the block as injected. Nothing with ``telemetry.prompts = "off"``; never raises."""
+    try:
+        from ..config import settings
+
+        if settings(vault)["telemetry.prompts"] == "off":
+            return {}
+        from ..vault.redact import redact
+
+        text = redact(prompt or "")
+        return {"prompt": text[:PROMPT_CHARS] + ("…" if len(text) > PROMPT_CHARS else ""), "block": block or ""}
+    except Exception as exc:  # noqa: BLE001 - telemetry must not break a hook
+        return {"prompt_error": f"{type(exc).__name__}: {exc}"[:200]}
+
+
 def events(vault: Path, name: str = FILENAME) -> Iterator[dict[str, Any]]:
     """Recorded events, oldest first (rotated file included); broken lines are skipped."""
     base = folder(vault)

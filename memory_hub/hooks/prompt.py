@@ -59,6 +59,7 @@ def answer(recaller: Recaller, prompt: str, session_id: str | None = None, *, se
         "not-asked" if hints.configured() is not None else hints.NO_LLM)  # not-asked: a trivial prompt
     if fallback:
         event["fallback"] = fallback + (f"; {event['fallback']}" if event.get("fallback") else "")
+    event.update(telemetry.prompt_fields(recaller.vault, prompt, result.text))
     telemetry.record(recaller.vault, event)
     return {"block": result.text, "injected": injected, "telemetry": event}
 

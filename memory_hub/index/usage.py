@@ -306,3 +306,44 @@ def snapshot(vault: Path, store: Store | None = None) -> dict[str, Usage]:
     result = counts(store)
     _snapshots[key] = (version, result)
     return result
+
+
+# -- single events, for timelines ----------------------------------------------------------------
+
+_EVENTS_CACHE: dict[Path, tuple[tuple[Any, ...], list[tuple[float, str, str]]]] = {}
+_EVENTS_LOCK = threading.Lock()
+
+
+def events(vault: Path) -> list[tuple[float, str, str]]:
+    """Every ``read`` and ``useful`` event of every log and journal, as (ts, event, path), oldest first.
+
+    The counts above are what most readers want; a timeline ("was this note read after it was
+    shown?") needs the single events, so they are read from the logs themselves, and kept per
+    process until a log changes (its size or inode), which costs a stat per file.
+    """
+    vault = Path(vault)
+    found = []
+    for place in log.places(vault):
+        try:
+            _, st = safe_io.read_range(place.root, place.rel, 0, 0, hidden=place.hidden)
+        except (OSError, safe_io.OutsideVault, safe_io.UnreadableNote):
+            continue
+        if st.st_size <= MAX_SOURCE_BYTES:
+            found.append((place, (place.key, st.st_ino, st.st_size, st.st_mtime_ns)))
+    key = tuple(k for _, k in found)
+    with _EVENTS_LOCK:
+        cached = _EVENTS_CACHE.get(vault)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+    out: list[tuple[float, str, str]] = []
+    for place, _ in found:
+        try:
+            data, _st = safe_io.read_range(place.root, place.rel, 0, MAX_SOURCE_BYTES, hidden=place.hidden)
+        except (OSError, safe_io.OutsideVault, safe_io.UnreadableNote):
+            continue
+        out.extend((float(e["ts"]), e["event"], e["path"]) for e in log.parse_lines(data)
+                   if e["event"] in (log.READ, log.USEFUL))
+    out.sort()
+    with _EVENTS_LOCK:
+        _EVENTS_CACHE[vault] = (key, out)
+    return out

@@ -23,6 +23,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 TOKEN_ENV = "MEMORY_HUB_TOKEN"
+# The web pages (server/web/) cannot make a browser send a bearer header on a plain link, so after a
+# person types the token into /login they carry this cookie instead: a keyed hash of the token, never
+# the token itself. /login and the pages' static files are reachable without it.
+SESSION_COOKIE = "memory_hub_session"
+OPEN_PATHS = ("/login", "/static/app.css", "/static/app.js")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 Scope = dict[str, Any]
@@ -143,11 +148,13 @@ class Guard:
             if origin_host not in self.allowed:
                 await _reject(send, 403, f"origin {origins[0]!r} is not allowed")
                 return
-        if self.token is not None:
+        if self.token is not None and scope.get("path") not in OPEN_PATHS:
             auth = (headers.get("authorization") or [""])[0]
             scheme, _, given = auth.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
-                await _reject(send, 401, "missing or wrong bearer token", {"www-authenticate": "Bearer"})
+            bearer = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
+            if not bearer and not _has_session("; ".join(headers.get("cookie", [])), self.token):
+                await _reject(send, 401, "missing or wrong bearer token (a browser: sign in at /login)",
+                              {"www-authenticate": "Bearer"})
                 return
         await self.app(scope, receive, send)
 
@@ -159,6 +166,20 @@ async def _reject(send: Callable[..., Awaitable[Any]], status: int, message: str
     headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def session_value(token: str) -> str:
+    """What the web session cookie holds for ``token``: an HMAC of it, so the cookie is not the token."""
+    return hmac.new(token.encode(), b"memory-hub web session v1", "sha256").hexdigest()
+
+
+def _has_session(cookie_header: str, token: str) -> bool:
+    expected = session_value(token).encode()
+    for part in cookie_header.split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == SESSION_COOKIE and hmac.compare_digest(value.strip().encode(), expected):
+            return True
+    return False
 
 
 def token_from_env() -> str | None:

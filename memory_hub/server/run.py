@@ -60,8 +60,11 @@ class PortInUse(OSError):
 def bind_socket(host: str, port: int) -> socket.socket:
     """Bind the listening socket ourselves, so a taken port is a clear error before anything prints."""
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP, and
+    # without it every response after a connection's first waited ~40 ms (Nagle + delayed ACK).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host.strip("[]"), port))
         sock.listen(2048)  # with SO_REUSEADDR, a port another server listens on fails here, not at bind
@@ -249,13 +252,16 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
         from .app import build_server
 
         mcp = build_server(state)
-        _add_health_route(mcp, state, limits)
+        web = add_web_routes(mcp, state, token) if transport != "stdio" else None
+        _add_health_route(mcp, state, limits, web)
         if transport == "stdio":
             mcp.run("stdio", show_banner=False, log_level=log_level.upper())
             return 0
         url = endpoint_url(transport, host, port)
         hosts = allowed_hosts_for(host, allowed_hosts or [])
         print(f"memory-hub: serving {state.vault} over {transport} at {url}", file=sys.stderr)
+        print(f"memory-hub: web pages at http://{host if ':' not in host else f'[{host}]'}:{port}/ "
+              f"({'writes with the token' if token else 'read-only: no MEMORY_HUB_TOKEN'})", file=sys.stderr)
         if not is_loopback(host):
             print(f"memory-hub: bound to {host}; clients must send the bearer token from $MEMORY_HUB_TOKEN; "
                   f"allowed Host names: {', '.join(hosts)}", file=sys.stderr)
@@ -326,12 +332,28 @@ def _run_http(mcp: Any, transport: str, sock: socket.socket, hosts: list[str], t
     anyio.run(main)
 
 
-def _add_health_route(mcp: Any, state: ServerState, limits: Any = None) -> None:
+def add_web_routes(mcp: Any, state: ServerState, token: str | None) -> Any:
+    """The web pages (``server/web/``) on the HTTP port, behind the same guard as ``/mcp``."""
+    from .app import SEARCH_MODES
+    from .web.app import Web
+
+    web = Web(state, token, SEARCH_MODES)
+    for route in web.routes():
+        mcp.custom_route(route.path, methods=sorted(route.methods - {"HEAD"}))(route.endpoint)
+    return web
+
+
+def _add_health_route(mcp: Any, state: ServerState, limits: Any = None, web: Any = None) -> None:
     from starlette.requests import Request
-    from starlette.responses import JSONResponse
+    from starlette.responses import JSONResponse, Response
 
     @mcp.custom_route("/health", methods=["GET"])
-    async def health(request: Request) -> JSONResponse:
+    async def health(request: Request) -> Response:
+        if web is not None:
+            from .web.app import wants_html
+
+            if wants_html(request):  # a browser: the page; scripts and tests keep the JSON
+                return await web.health(request)
         state.check_index()
         watcher = state.watcher
         return JSONResponse({
@@ -345,4 +367,4 @@ def _add_health_route(mcp: Any, state: ServerState, limits: Any = None) -> None:
 
 
 __all__ = ["GuardError", "PortInUse", "TRANSPORTS", "client_snippet", "close_state", "endpoint_url", "exit_now",
-           "open_state", "serve"]
+           "open_state", "serve", "add_web_routes"]
