@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fastmcp.exceptions import ToolError
 
 from memory_hub.capture.autocommit import AutocommitError, autocommit
 from memory_hub.capture.braindump import CaptureError, braindump
@@ -94,7 +93,7 @@ def test_mcp_read_note(place, kind: str) -> None:
     state = ServerState.open(vault)
     state.models_ready.set()
     for path in (rel, "../outside/secret.md", "notes/../../outside/secret.md", str(outside / "secret.md")):
-        with pytest.raises(ToolError):
+        with pytest.raises(tools.ToolError):
             tools.read_note(state, path)
     outside_untouched(outside)
 
@@ -164,7 +163,7 @@ def test_capture_targets(place, kind: str) -> None:
     with pytest.raises(CaptureError):
         braindump(vault, "a capture aimed up", folder="../outside", fetch_urls=False, link_daily=False)
     state = ServerState.open(vault)
-    with pytest.raises(ToolError):
+    with pytest.raises(tools.ToolError):
         tools.capture(state, "captured over MCP")
     outside_untouched(outside)
 

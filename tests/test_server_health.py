@@ -181,10 +181,10 @@ _FAULT = """
 import sys
 import memory_hub.index.lexical as lexical
 real = lexical.write_note
-def write_note(conn, note_id, note):
+def write_note(conn, note_id, note, *rest):
     if "EXPLODE" in (getattr(note, "body", "") or ""):
         raise RecursionError("maximum recursion depth exceeded (injected: a hostile note)")
-    return real(conn, note_id, note)
+    return real(conn, note_id, note, *rest)
 lexical.write_note = write_note
 from memory_hub.cli import main
 sys.exit(main(sys.argv[1:]))

@@ -178,3 +178,100 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(vault: Path) -> None:
     assert created - {probe["path"]} <= {p for p in created if p.startswith("daily/")}
     assert changed <= {p for p in before if p.startswith("daily/")}
     assert not (vault.parent / "escape.md").exists()
+
+
+def test_the_stdio_tool_list_is_fastmcps() -> None:
+    """The stdio front end serves FastMCP's own tool list, recorded; editing a tool in app.py without
+    regenerating it fails here (`python -m memory_hub.server.stdio --write-tool-list`)."""
+    from memory_hub.server.stdio import CALLS, load_tool_list, tool_list_from_fastmcp
+
+    assert tool_list_from_fastmcp()["tools"] == load_tool_list()
+    assert {t["name"] for t in load_tool_list()} == set(CALLS)
+
+
+def _stdio_session(vault: Path, messages: list) -> list[dict]:
+    """Feed raw lines to the stdio front end in-process; its answers, in the order written."""
+    import io
+    import json
+
+    from memory_hub.server.about import INSTRUCTIONS
+    from memory_hub.server.state import ServerState
+    from memory_hub.server.stdio import StdioServer
+
+    state = ServerState.open(vault)
+    state.models_ready.set()
+    lines = b"".join((m if isinstance(m, bytes) else json.dumps(m).encode()) + b"\n" for m in messages)
+    out = io.BytesIO()
+    StdioServer(state, INSTRUCTIONS, "test").serve(io.BytesIO(lines), out)
+    state.store.close()
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_stdio_protocol_edges(vault: Path) -> None:
+    answers = _stdio_session(vault, [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": "1999-01-01"}},
+        b"{not json",
+        {"jsonrpc": "2.0", "id": 3, "method": "no/such/method"},
+        {"jsonrpc": "1.0", "id": 4, "method": "ping"},
+        [{"jsonrpc": "2.0", "id": 5, "method": "ping"}, {"jsonrpc": "2.0", "id": 6, "method": "prompts/list"}],
+        {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "nope", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "search", "arguments": {"query": "x", "k": "3"}}},
+        {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "search", "arguments": {"query": "deploy", "k": 2}}},
+    ])
+    by_id = {a.get("id"): a for a in answers}
+    assert by_id[1]["result"]["protocolVersion"] == "2025-03-26"  # the client's version, when known
+    assert by_id[1]["result"]["serverInfo"]["name"] == "memory-hub" and "tools" in by_id[1]["result"]["capabilities"]
+    assert by_id[2]["result"]["protocolVersion"] == "2025-06-18"
+    assert by_id[None]["error"]["code"] == -32700
+    assert by_id[3]["error"]["code"] == -32601
+    assert by_id[4]["error"]["code"] == -32600
+    assert by_id[5]["result"] == {} and by_id[6]["result"] == {"prompts": []}
+    assert by_id[7]["result"]["isError"] and "Unknown tool" in by_id[7]["result"]["content"][0]["text"]
+    assert by_id[8]["result"]["isError"] and "k: input should be a valid integer" in by_id[8]["result"]["content"][0]["text"]
+    ok = by_id[9]["result"]
+    assert not ok["isError"] and len(ok["structuredContent"]["results"]) == 2
+    assert len(answers) == 10  # the notification got no answer
+
+
+def test_stdio_and_fastmcp_answer_alike(vault: Path) -> None:
+    """The same calls through both front ends give the same answers (time-dependent fields aside)."""
+    import json
+
+    from memory_hub.server.app import build_server
+    from memory_hub.server.state import ServerState
+
+    calls = [("search", {"query": "blue-green rollback", "k": 5}),
+             ("search", {"query": "認証エラー", "kinds": ["knowledge"], "mode": "lexical"}),
+             ("search", {"query": "deploy", "path_prefix": "../"}),
+             ("read_note", {"path": "runbooks/blue-green-rollback.md", "max_lines": 3}),
+             ("related", {"path": "home.md", "hops": 2, "limit": 5}),
+             ("related", {"path": "home.md", "hops": 9}),
+             ("recall", {"prompt": "How do I roll back a bad release?", "budget_tokens": 200})]
+
+    def comparable(result: dict) -> object:
+        if result.get("isError"):
+            return "error"
+        data = result.get("structuredContent") or json.loads(result["content"][0]["text"])
+        data = {k: v for k, v in data.items() if k not in ("index", "timings_ms", "uptime_seconds", "usage")}
+        return json.loads(json.dumps(data))
+
+    stdio = _stdio_session(vault, [{"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                                    "params": {"name": n, "arguments": a}} for i, (n, a) in enumerate(calls)])
+    stdio_by_id = {a["id"]: comparable(a["result"]) for a in stdio}
+
+    async def via_fastmcp() -> list:
+        state = ServerState.open(vault)
+        state.models_ready.set()
+        out = []
+        async with Client(build_server(state)) as client:
+            for name, args in calls:
+                res = await client.call_tool_mcp(name, args)
+                out.append(comparable(res.model_dump(mode="json", by_alias=True, exclude_none=True)))
+        return out
+
+    fast = asyncio.run(via_fastmcp())
+    for i, (name, args) in enumerate(calls):
+        assert stdio_by_id[i] == fast[i], f"{name}{args}"

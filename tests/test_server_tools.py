@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fastmcp.exceptions import ToolError
 
 from memory_hub.index.store import Store
 from memory_hub.retrieval import search as pipeline
@@ -51,7 +50,7 @@ def test_argument_errors_are_tool_errors(template_vault: tuple[Path, Store]) -> 
                  lambda: tools.related(state, "home.md", hops=3),
                  lambda: tools.read_note(state, "home.md", from_line=0),
                  lambda: tools.capture(state, "ok", title="t" * 500)):
-        with pytest.raises(ToolError):
+        with pytest.raises(tools.ToolError):
             call()
 
 

@@ -228,12 +228,15 @@ def _search_snapshot(store: Store) -> list[list[tuple[str, float]]]:
     return [[(h.path, h.score) for h in search(store, q, k=15, mode="lexical").hits] for q in QUERIES]
 
 
-def test_interrupted_sync_is_consistent_and_completes(tmp_path: Path) -> None:
-    """Ctrl-C (a real SIGINT) in the middle of ``memory-hub index``: what committed stays consistent."""
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_interrupted_sync_is_consistent_and_completes(tmp_path: Path, workers: str) -> None:
+    """Ctrl-C (a real SIGINT) in the middle of ``memory-hub index``: what committed stays consistent,
+    whether notes are parsed in this process or in worker processes."""
     vault = _big_vault(tmp_path / "vault", 900)
     db = vault / ".memory_hub" / "index.sqlite3"
+    env = {**os.environ, "MEMORY_HUB_INDEX_WORKERS": workers, "MEMORY_HUB_PARALLEL_FROM": "100"}
     proc = subprocess.Popen([sys.executable, "-m", "memory_hub.cli", "--vault", str(vault), "index", "--no-vectors"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
     try:
         _wait_for(db, lambda c: c.execute("SELECT count(*) FROM notes").fetchone()[0] >= 100)
         proc.send_signal(signal.SIGINT)
@@ -263,6 +266,34 @@ def test_interrupted_sync_is_consistent_and_completes(tmp_path: Path) -> None:
     rebuilt = Store(vault)
     assert (note_table(rebuilt), link_table(rebuilt), _search_snapshot(rebuilt)) == completed
     assert_consistent(rebuilt)
+
+
+def test_worker_processes_build_the_same_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big sync parses in worker processes; the index it writes is the one a single process writes."""
+    import concurrent.futures
+
+    from memory_hub.index import sync as sync_module
+
+    one = _big_vault(tmp_path / "one", 240)
+    two = tmp_path / "two"
+    shutil.copytree(one, two)
+    monkeypatch.setenv("MEMORY_HUB_INDEX_WORKERS", "1")
+    sync(one)
+    pools = []
+    real_pool = concurrent.futures.ProcessPoolExecutor
+
+    def counting_pool(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        pools.append(args)
+        return real_pool(*args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", counting_pool)
+    monkeypatch.setattr(sync_module, "PARALLEL_FROM", 50)
+    monkeypatch.setenv("MEMORY_HUB_INDEX_WORKERS", "2")
+    report = sync(two)
+    assert pools == [(2,)] and len(report.added) > 240  # the workers really parsed
+    a, b = Store(one), Store(two)
+    assert (note_table(a), link_table(a), _search_snapshot(a)) == (note_table(b), link_table(b), _search_snapshot(b))
+    assert_consistent(b)
 
 
 def test_rebuild_matches_incremental_history(template_vault) -> None:

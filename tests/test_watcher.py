@@ -106,3 +106,52 @@ def test_periodic_rescan_catches_missed_changes(template_vault: tuple[Path, Stor
         wait_for(lambda: paths(state, "platypodean") == ["missed.md"], "rescan")
     finally:
         watcher.stop()
+
+
+_LIMITED = r"""
+import json, sys, time
+from pathlib import Path
+from memory_hub.index.store import Store
+from memory_hub.index.sync import sync
+from memory_hub.server.watcher import Watcher
+vault = Path(sys.argv[1])
+open("/proc/sys/user/max_inotify_watches", "w").write("4")  # this user namespace only
+store = Store(vault)
+sync(vault, store=store)
+watcher = Watcher(vault, store, rescan_every=60.0).start()
+(vault / "deep" / "f7" / "new-note.md").write_text("# Zebra crossing\n\nquokka migration notes\n", encoding="utf-8")
+deadline = time.monotonic() + 30
+found = False
+while time.monotonic() < deadline and not found:
+    time.sleep(0.2)
+    found = store.conn.execute("SELECT 1 FROM notes WHERE path = 'deep/f7/new-note.md'").fetchone() is not None
+watcher.stop()
+print(json.dumps({"mode": watcher.mode, "reason": watcher.fallback_reason, "alive_before_stop": found,
+                  "found": found}))
+"""
+
+
+def test_inotify_limit_falls_back_to_polling_and_says_why(tmp_path: Path) -> None:
+    """A real kernel limit: in a private user namespace the inotify watch budget is set to 4, far
+    below the vault's folders. The watcher must say why it has no events and still index a new
+    note by polling."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "-Ur", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs unprivileged user namespaces (unshare -Ur) to set a private inotify limit")
+    vault = tmp_path / "vault"
+    for i in range(12):
+        (vault / "deep" / f"f{i}").mkdir(parents=True)
+        (vault / "deep" / f"f{i}" / "a.md").write_text(f"# Note {i}\n", encoding="utf-8")
+    out = subprocess.run([unshare, "-Ur", sys.executable, "-c", _LIMITED, str(vault)], capture_output=True,
+                         text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["mode"] == "polling"
+    assert "inotify watch limit" in result["reason"] and "max_user_watches" in result["reason"]
+    assert "folders" in result["reason"] and "sysctl" in result["reason"]
+    assert result["found"], "the new note was not indexed by polling"

@@ -118,11 +118,12 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         print_json(data)
         return 0
-    from ..retrieval.search import LOW_CONFIDENCE_HINT
-
     low = bool(data.get("low_confidence"))
+    hint = None
+    if low:  # imported only then: a search through the server stays a light process
+        from ..retrieval.search import LOW_CONFIDENCE_HINT as hint
     for warning in data["warnings"]:
-        if not (low and warning == LOW_CONFIDENCE_HINT):
+        if warning != hint:
             print(f"warning: {warning}", file=sys.stderr)
     if args.explain and data.get("vector_query") and data["vector_query"] != data["query"]:
         print(f"vector query: {data['vector_query']}  (terms found in nearly every note in scope left out)")
@@ -131,8 +132,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not data["results"]:
         print("no results")
         return 0
-    if low:
-        print(LOW_CONFIDENCE_HINT)
+    if hint:
+        print(hint)
     from ..textsafe import visible
 
     for rank, hit in enumerate(data["results"], start=1):

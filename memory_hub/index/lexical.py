@@ -34,19 +34,29 @@ def _columns(note: Note) -> tuple[str, str, str, str, str]:
     return (note.title, " ; ".join(note.aliases), " ; ".join(note.tags), note.description, note.body)
 
 
-def write_note(conn: sqlite3.Connection, note_id: int, note: Note) -> None:
+Rows = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def note_rows(note: Note) -> Rows:
+    """What ``write_note`` inserts (trigram columns, word columns): pure, so a big sync computes it
+    in the worker processes that parse, and the writer only inserts."""
+    cols = _columns(note)
+    return cols, tuple(words_text(c) for c in cols)
+
+
+def write_note(conn: sqlite3.Connection, note_id: int, note: Note, rows: Rows | None = None) -> None:
     """(Re)write a note's rows in both lexical tables. Unranked kinds get no rows."""
     delete_note(conn, note_id)
     if not note.ranked:
         return
-    cols = _columns(note)
+    cols, words = rows if rows is not None else note_rows(note)
     conn.execute(
         "INSERT INTO fts_trigram(rowid, title, aliases, tags, description, body) VALUES (?, ?, ?, ?, ?, ?)",
         (note_id, *cols),
     )
     conn.execute(
         "INSERT INTO fts_words(rowid, title, aliases, tags, description, body) VALUES (?, ?, ?, ?, ?, ?)",
-        (note_id, *(words_text(c) for c in cols)),
+        (note_id, *words),
     )
 
 

@@ -14,7 +14,8 @@ import sqlite3
 import stat as stat_module
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,63 +129,60 @@ def _attachment_note(stat: FileStat) -> Note:
     return Note(path=stat.path, title=name, description="", kind=ATTACHMENT)
 
 
-def _upsert(store: Store, note: Note, stat: FileStat, digest: str, resolver: graph.Resolver | None,
-            old_path: str | None = None) -> int:
-    """Write one note (row, lexical rows, links, problems) in a single transaction."""
+def _upsert(store: Store, conn: sqlite3.Connection, note: Note, stat: FileStat, digest: str,
+            resolver: graph.Resolver | None, old_path: str | None = None, rows: lexical.Rows | None = None) -> int:
+    """Write one note (row, lexical rows, links, problems) inside the caller's transaction."""
     stat = _trusted(stat)
-    with store.transaction() as conn:
-        row = conn.execute("SELECT id, aliases FROM notes WHERE path = ?", (old_path or note.path,)).fetchone()
-        aliases = json.dumps(note.aliases, ensure_ascii=False)
-        # Other notes' links only need re-resolving when the set of paths or aliases changed.
-        dirty = row is None or old_path is not None or row[1] != aliases
-        values = (
-            note.path, note.title, note.description, note.kind, note.scope,
-            json.dumps(note.tags, ensure_ascii=False), aliases,
-            json.dumps(note.dates, ensure_ascii=False), json.dumps(note.frontmatter, ensure_ascii=False, default=str),
-            int(note.ranked), json.dumps(note.leads, ensure_ascii=False), stat.mtime_ns, stat.size, digest,
-            time.time(),
+    row = conn.execute("SELECT id, aliases FROM notes WHERE path = ?", (old_path or note.path,)).fetchone()
+    aliases = json.dumps(note.aliases, ensure_ascii=False)
+    # Other notes' links only need re-resolving when the set of paths or aliases changed.
+    dirty = row is None or old_path is not None or row[1] != aliases
+    values = (
+        note.path, note.title, note.description, note.kind, note.scope,
+        json.dumps(note.tags, ensure_ascii=False), aliases,
+        json.dumps(note.dates, ensure_ascii=False), json.dumps(note.frontmatter, ensure_ascii=False, default=str),
+        int(note.ranked), json.dumps(note.leads, ensure_ascii=False), stat.mtime_ns, stat.size, digest,
+        time.time(),
+    )
+    if row:
+        note_id = int(row[0])
+        conn.execute(
+            "UPDATE notes SET path=?, title=?, description=?, kind=?, scope=?, tags=?, aliases=?, dates=?,"
+            " frontmatter=?, ranked=?, leads=?, mtime_ns=?, size=?, hash=?, indexed_at=? WHERE id=?",
+            (*values, note_id),
         )
-        if row:
-            note_id = int(row[0])
-            conn.execute(
-                "UPDATE notes SET path=?, title=?, description=?, kind=?, scope=?, tags=?, aliases=?, dates=?,"
-                " frontmatter=?, ranked=?, leads=?, mtime_ns=?, size=?, hash=?, indexed_at=? WHERE id=?",
-                (*values, note_id),
-            )
-        else:
-            cur = conn.execute(
-                "INSERT INTO notes(path, title, description, kind, scope, tags, aliases, dates, frontmatter,"
-                " ranked, leads, mtime_ns, size, hash, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                values,
-            )
-            note_id = int(cur.lastrowid)
-        lexical.write_note(conn, note_id, note)
-        graph.write_links(conn, note_id, note.path, note.links, resolver)
-        conn.execute("DELETE FROM problems WHERE path IN (?, ?)", (note.path, old_path or note.path))
-        for problem in note.problems:
-            conn.execute("INSERT INTO problems(path, problem, at) VALUES (?, ?, ?)", (note.path, problem, time.time()))
-        if dirty:
-            store.set_meta(conn, "links_dirty", "1")
+    else:
+        cur = conn.execute(
+            "INSERT INTO notes(path, title, description, kind, scope, tags, aliases, dates, frontmatter,"
+            " ranked, leads, mtime_ns, size, hash, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            values,
+        )
+        note_id = int(cur.lastrowid)
+    lexical.write_note(conn, note_id, note, rows)
+    graph.write_links(conn, note_id, note.path, note.links, resolver)
+    conn.execute("DELETE FROM problems WHERE path IN (?, ?)", (note.path, old_path or note.path))
+    for problem in note.problems:
+        conn.execute("INSERT INTO problems(path, problem, at) VALUES (?, ?, ?)", (note.path, problem, time.time()))
+    if dirty:
+        store.set_meta(conn, "links_dirty", "1")
     return note_id
 
 
-def _delete(store: Store, path: str) -> None:
-    with store.transaction() as conn:
-        row = conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchone()
-        if row:
-            lexical.delete_note(conn, int(row[0]))
-            conn.execute("DELETE FROM links WHERE source_id = ?", (int(row[0]),))
-            conn.execute("DELETE FROM notes WHERE id = ?", (int(row[0]),))
-        conn.execute("DELETE FROM problems WHERE path = ?", (path,))
-        store.set_meta(conn, "links_dirty", "1")
+def _delete(store: Store, conn: sqlite3.Connection, path: str) -> None:
+    row = conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchone()
+    if row:
+        lexical.delete_note(conn, int(row[0]))
+        conn.execute("DELETE FROM links WHERE source_id = ?", (int(row[0]),))
+        conn.execute("DELETE FROM notes WHERE id = ?", (int(row[0]),))
+    conn.execute("DELETE FROM problems WHERE path = ?", (path,))
+    store.set_meta(conn, "links_dirty", "1")
 
 
-def _record_skip(store: Store, skip: Skipped, stat: FileStat | None = None) -> None:
+def _record_skip(conn: sqlite3.Connection, skip: Skipped, stat: FileStat | None = None) -> None:
     seen = _trusted(stat) if stat is not None else None
-    with store.transaction() as conn:
-        conn.execute("DELETE FROM problems WHERE path = ?", (skip.path,))
-        conn.execute("INSERT INTO problems(path, problem, at, mtime_ns, size) VALUES (?, ?, ?, ?, ?)",
-                     (skip.path, skip.reason, time.time(), seen.mtime_ns if seen else None, seen.size if seen else None))
+    conn.execute("DELETE FROM problems WHERE path = ?", (skip.path,))
+    conn.execute("INSERT INTO problems(path, problem, at, mtime_ns, size) VALUES (?, ?, ?, ?, ?)",
+                 (skip.path, skip.reason, time.time(), seen.mtime_ns if seen else None, seen.size if seen else None))
 
 
 def skipped_as_seen(conn: sqlite3.Connection) -> dict[str, tuple[int, int]]:
@@ -195,15 +193,147 @@ def skipped_as_seen(conn: sqlite3.Connection) -> dict[str, tuple[int, int]]:
     return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
 
-def _skip(store: Store, report: SyncReport, known: dict, skip: Skipped, stat: FileStat | None = None) -> None:
+def _skip(store: Store, conn: sqlite3.Connection, report: SyncReport, known: dict, skip: Skipped,
+          stat: FileStat | None = None) -> None:
     """A file that cannot be indexed: reported, recorded as a problem (with the stat it was seen
     at, so ``status`` does not count it as a pending change until it changes), dropped if indexed."""
     report.skipped.append(skip)
     print(f"warning: {skip.path}: {skip.reason}", file=sys.stderr)
-    _record_skip(store, skip, stat)
+    _record_skip(conn, skip, stat)
     if skip.path in known:
-        _delete(store, skip.path)
+        _delete(store, conn, skip.path)
         report.deleted.append(skip.path)
+
+
+# A bulk sync commits notes in groups: one transaction per note made FTS5 write (and later merge)
+# a segment per note, and cost a cold index of obsidian-hub ~4x its CPU time in commits alone.
+# A crash or Ctrl-C still leaves a consistent index: a group lands whole or not at all.
+BATCH_NOTES = 250
+BATCH_SECONDS = 0.5  # readers (the server) see a long sync's progress at least this often
+NOTES_CHANGED = "notes_changed_at"  # meta: when any note row last changed (later stages compare it)
+
+
+class _Batch:
+    """Write transactions of up to BATCH_NOTES notes (or BATCH_SECONDS) each."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._open: object = None
+        self._conn: sqlite3.Connection | None = None
+        self._count = 0
+        self._since = 0.0
+
+    def conn(self) -> sqlite3.Connection:
+        """The open transaction's connection (one is begun on first use)."""
+        if self._conn is None:
+            self._open = self.store.transaction()
+            self._conn = self._open.__enter__()  # type: ignore[attr-defined]
+            self._since = time.monotonic()
+            self.store.set_meta(self._conn, NOTES_CHANGED, f"{time.time():.6f}")
+        return self._conn
+
+    def wrote(self) -> None:
+        """One note written: commit when the group is full."""
+        self._count += 1
+        if self._count >= BATCH_NOTES or time.monotonic() - self._since >= BATCH_SECONDS:
+            self.commit()
+
+    def commit(self) -> None:
+        self._close(None, None, None)
+
+    def _close(self, *exc: object) -> None:
+        if self._conn is not None:
+            cm, self._open, self._conn, self._count = self._open, None, None, 0
+            cm.__exit__(*exc)  # type: ignore[attr-defined]  # COMMIT, or ROLLBACK on an exception
+
+    def __enter__(self) -> _Batch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close(*exc)
+
+
+@dataclass
+class _Read:
+    """One file read by ``_read``: its hash and parsed note, or why it could not be read."""
+
+    stat: FileStat
+    digest: str = ""
+    note: Note | None = None
+    rows: lexical.Rows | None = None  # the note's lexical rows, made where it was parsed
+    error: str | None = None
+    error_in_content: bool = False  # the file itself is the problem (binary, unparseable…), not its access
+
+
+def _read(vault: Path, stat: FileStat, old_hash: str | None) -> _Read:
+    """Read and hash one note; parse it only when its content changed. Runs in worker processes
+    during big syncs, so it touches no index state."""
+    try:
+        data = read_note_bytes(vault, stat.path)
+        text = decode_note(data)
+    except (UnreadableNote, OSError) as exc:
+        content = isinstance(exc, UnreadableNote)  # a permission error may be fixed without a new mtime
+        return _Read(stat, error=str(exc) if content else f"cannot read: {exc}", error_in_content=content)
+    digest = content_hash(data)
+    if old_hash == digest:
+        return _Read(stat, digest)
+    try:
+        note = parse_note(stat.path, text)
+        return _Read(stat, digest, note, lexical.note_rows(note) if note.ranked else None)
+    except Exception as exc:  # noqa: BLE001 - one hostile note never stops the sync of the others
+        return _Read(stat, digest, error=f"could not be parsed ({type(exc).__name__}: {str(exc)[:200]}); skipped",
+                     error_in_content=True)
+
+
+# Parsing is pure Python (about a millisecond a note); above this many files to read, worker
+# processes parse while this one writes the index. ``$MEMORY_HUB_PARALLEL_FROM`` overrides it.
+PARALLEL_FROM = 1500
+_WINDOW = 2048  # files handed to the workers at a time: bounds the parsed notes waiting in memory
+
+
+def index_workers() -> int:
+    """Worker processes a big sync parses with: ``$MEMORY_HUB_INDEX_WORKERS``, else one per core
+    (0 or 1 parses in this process)."""
+    env = os.environ.get("MEMORY_HUB_INDEX_WORKERS", "").strip()
+    if env.isdigit():
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _read_star(args: tuple[Path, FileStat, str | None]) -> _Read:
+    return _read(*args)
+
+
+def _reads(vault: Path, items: list[tuple[FileStat, str | None]]) -> Iterator[_Read]:
+    """``_read`` for every item, in order; in worker processes when there are many."""
+    workers = index_workers()
+    threshold = os.environ.get("MEMORY_HUB_PARALLEL_FROM", "").strip()
+    if workers <= 1 or len(items) < (int(threshold) if threshold.isdigit() else PARALLEL_FROM):
+        for stat, old in items:
+            yield _read(vault, stat, old)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # forkserver: never fork a process that runs threads (the server's watcher calls this)
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    pool = ProcessPoolExecutor(min(workers, 8), mp_context=multiprocessing.get_context(method))
+    try:
+        windows = [items[i:i + _WINDOW] for i in range(0, len(items), _WINDOW)]
+        ahead: deque[Iterator[_Read]] = deque()
+        for window in windows[:2]:
+            ahead.append(pool.map(_read_star, [(vault, st, old) for st, old in window], chunksize=32))
+        queued = len(ahead)
+        while ahead:
+            yield from ahead.popleft()
+            if queued < len(windows):
+                ahead.append(pool.map(_read_star, [(vault, st, old) for st, old in windows[queued]], chunksize=32))
+                queued += 1
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def sync(vault: Path, *, rebuild: bool = False, store: Store | None = None, progress: bool | None = None,
@@ -259,16 +389,18 @@ class SyncInterrupted(KeyboardInterrupt):
 def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool | None,
                  only: Iterable[str] | None, renamed: dict[str, str]) -> None:
     conn = store.conn
-    known = {r[0]: (int(r[1]), int(r[2]), r[3], r[4]) for r in
-             conn.execute("SELECT path, mtime_ns, size, hash, kind FROM notes")}
+    columns = "SELECT path, mtime_ns, size, hash, kind FROM notes"
     if only is not None:
         wanted = {p.replace("\\", "/") for p in only}
-        # Stat just the named files (a walk of a 6,000-note vault costs ~1 s of CPU per watcher event).
+        # Stat just the named files (a walk of a 6,000-note vault costs ~1 s of CPU per watcher
+        # event), and read just their rows.
         files = [st for st in (_stat_named(vault, p) for p in sorted(wanted)) if st is not None]
         present = {f.path for f in files}
-        known_scope = {p: v for p, v in known.items() if p in wanted}
-        missing = [p for p in known_scope if p not in present]
+        rows = conn.execute(columns + " WHERE path IN (SELECT value FROM json_each(?))", (json.dumps(sorted(wanted)),))
+        known = {r[0]: (int(r[1]), int(r[2]), r[3], r[4]) for r in rows}
+        missing = [p for p in known if p not in present]
     else:
+        known = {r[0]: (int(r[1]), int(r[2]), r[3], r[4]) for r in conn.execute(columns)}
         files = list(walk(vault, report.skipped))
         present = {f.path for f in files}
         missing = [p for p in known if p not in present]
@@ -281,9 +413,9 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
         else:
             c.execute(stale + " AND path IN (SELECT value FROM json_each(?))",
                       (json.dumps(sorted(present)), json.dumps(sorted(wanted))))
-    for skip in report.skipped:
-        print(f"warning: {skip.path}: {skip.reason}", file=sys.stderr)
-        _record_skip(store, skip)
+        for skip in report.skipped:
+            print(f"warning: {skip.path}: {skip.reason}", file=sys.stderr)
+            _record_skip(c, skip)
 
     # Decide what to (re)read. A new note parser re-reads every note once (a full sync only).
     reparse = only is None and store.get_meta("parse_version") != PARSE_VERSION
@@ -302,41 +434,38 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
         missing_by_hash.setdefault(known[p][2], []).append(p)
 
     resolver = graph.build_resolver(conn) if todo else None
-    with Progress(len(todo), "indexing", enabled=progress if progress is not None else None) as bar:
+    # the known hash lets a worker skip parsing a touched file; a new parser re-reads them all
+    notes = [(st, known[st.path][2] if st.path in known and not reparse else None) for st in todo if st.is_note]
+    with Progress(len(todo), "indexing", enabled=progress if progress is not None else None) as bar, \
+            _Batch(store) as batch:
         for st in todo:
+            if st.is_note:
+                continue
             bar.advance()
-            if not st.is_note:
-                digest = f"stat:{st.mtime_ns}:{st.size}"
-                if st.path not in known:
-                    _upsert(store, _attachment_note(st), st, digest, None)
-                    report.added.append(st.path)
-                else:
-                    with store.transaction() as c:
-                        c.execute("UPDATE notes SET mtime_ns=?, size=?, hash=? WHERE path=?",
-                                  (_trusted(st).mtime_ns, st.size, digest, st.path))
+            digest = f"stat:{st.mtime_ns}:{st.size}"
+            if st.path not in known:
+                _upsert(store, batch.conn(), _attachment_note(st), st, digest, None)
+                report.added.append(st.path)
+            else:
+                batch.conn().execute("UPDATE notes SET mtime_ns=?, size=?, hash=? WHERE path=?",
+                                     (_trusted(st).mtime_ns, st.size, digest, st.path))
+            batch.wrote()
+        for done in _reads(vault, notes):
+            bar.advance()
+            st = done.stat
+            if done.error is not None:
+                _skip(store, batch.conn(), report, known, Skipped(st.path, done.error),
+                      st if done.error_in_content else None)
+                batch.wrote()
                 continue
-            try:
-                data = read_note_bytes(vault, st.path)
-                text = decode_note(data)
-            except (UnreadableNote, OSError) as exc:
-                content = isinstance(exc, UnreadableNote)  # a permission error may be fixed without a new mtime
-                reason = str(exc) if content else f"cannot read: {exc}"
-                _skip(store, report, known, Skipped(st.path, reason), st if content else None)
-                continue
-            digest = content_hash(data)
             old = known.get(st.path)
-            if old and old[2] == digest and not reparse:
-                with store.transaction() as c:
-                    c.execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?",
-                              (_trusted(st).mtime_ns, st.size, st.path))
+            if done.note is None:  # touched, same content
+                batch.conn().execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?",
+                                     (_trusted(st).mtime_ns, st.size, st.path))
                 report.unchanged += 1
+                batch.wrote()
                 continue
-            try:
-                note = parse_note(st.path, text)
-            except Exception as exc:  # noqa: BLE001 - one hostile note never stops the sync of the others
-                reason = f"could not be parsed ({type(exc).__name__}: {str(exc)[:200]}); skipped"
-                _skip(store, report, known, Skipped(st.path, reason), st)
-                continue
+            note = done.note
             for problem in note.problems:
                 report.problems.append((st.path, problem))
                 print(f"warning: {st.path}: {problem}", file=sys.stderr)
@@ -346,23 +475,24 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
                 if told is not None:
                     renamed_from = told
                     missing_by_hash[known[told][2]].remove(told)
-                elif missing_by_hash.get(digest):
-                    renamed_from = missing_by_hash[digest].pop(0)
+                elif missing_by_hash.get(done.digest):
+                    renamed_from = missing_by_hash[done.digest].pop(0)
                 if renamed_from is not None:
                     missing.remove(renamed_from)
-            _upsert(store, note, st, digest, resolver, old_path=renamed_from)
+            _upsert(store, batch.conn(), note, st, done.digest, resolver, old_path=renamed_from, rows=done.rows)
             if renamed_from:
                 report.renamed.append((renamed_from, st.path))
-            elif old and old[2] == digest:
+            elif old and old[2] == done.digest:
                 report.reparsed.append(st.path)
             elif old:
                 report.updated.append(st.path)
             else:
                 report.added.append(st.path)
-
-    for path in missing:
-        _delete(store, path)
-        report.deleted.append(path)
+            batch.wrote()
+        for path in missing:
+            _delete(store, batch.conn(), path)
+            report.deleted.append(path)
+            batch.wrote()
 
     if report.changed or reparse:
         with store.transaction() as c:
@@ -378,4 +508,3 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
     elif only is None:
         with store.transaction() as c:
             store.set_meta(c, "last_sync", str(time.time()))
-

@@ -19,9 +19,14 @@ group is embedded in length-sorted batches and committed whole. Ctrl-C keeps eve
 the next sync carries on. Freshness is checked against the SQLite index (``notes.hash``), which
 ``index.sync`` keeps equal to the files.
 
-Search loads the vectors into one numpy matrix (≈1.5 KB a chunk) and ranks by dot product: exact,
-and a few milliseconds for tens of thousands of chunks. The matrix is reloaded when a sync bumps
-the version recorded in the SQLite meta table.
+Search, below ``ANN_FROM`` rows, loads the vectors into one numpy matrix (≈1.5 KB a passage) and
+ranks by dot product: exact, and a few milliseconds for tens of thousands of passages. The matrix is
+reloaded when a sync bumps the version recorded in the SQLite meta table. From ``ANN_FROM`` rows on
+the table carries its own ANN index (IVF, built by the sync that crosses the size, extended by later
+syncs, retrained once a fifth of the rows are new) and search asks LanceDB for the nearest rows, with
+the scope filters inside that query (a prefilter) and an exact refine step; the serving process then
+holds no matrix. Both paths score a note the same way (``_note_best``): its note-level vector or its
+best chunk. ``benchmarks/bench_ann.py`` measures ANN against exact.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -45,6 +51,7 @@ from .chunks import Chunk, note_passages
 from .embed import Embedder
 from .lexical import Filters
 from .store import Store
+from .sync import NOTES_CHANGED
 
 TABLE_PREFIX = "vectors2_"
 LEGACY_PREFIXES = ("chunks_",)  # layout 1: chunk vectors only
@@ -56,9 +63,27 @@ GROUP_CHUNKS = 512  # chunks per committed group: what Ctrl-C can lose at most (
 # workers rarely wait for each other at the end of a call
 BATCH = 64
 _META_VERSION = "vectors_version"
+# What the last complete vector sync saw: the notes' change stamp, the embedder and the table's
+# version folder. While all three still hold, nothing is due and a sync need not open LanceDB,
+# scan its rows or load a model (a no-change `memory-hub sync` spent 0.7-0.9 s doing that).
+_META_CURRENT = "vectors_current"
 # A chunk speaks for its note only when it beats the note-level vector by more than this much
 # cosine (chosen by cross-validation, benchmarks/cross_validate.py).
 CHUNK_OFFSET = 0.0
+# From this many rows on, search goes through the table's ANN index instead of a matrix in memory
+# (300k rows would be ~450 MB of float32; the serving budget is 700 MB with the model).
+ANN_FROM = 100_000
+ANN_INDEX = "IvfSq"  # 8-bit codes (4x smaller than the vectors) + exact refine: bench_ann.py
+ANN_ROWS_PER_PARTITION = 1024  # IVF partitions: rows / this (√rows-ish at 100k–1M rows)
+# partitions searched per query. e5 vectors cluster poorly (they share one strong direction): on
+# SciFact (real e5, 18 partitions) 8/18 probed gave recall@100 0.92, 14/18 gave 0.99 with hybrid
+# nDCG@10 unchanged (benchmarks/bench_ann.py). So three quarters: the gain is memory, not speed.
+ANN_PROBE_SHARE = 0.75
+ANN_MIN_PROBES = 8
+ANN_REFINE = 4  # candidates re-scored with their full vectors: limit × this
+ANN_ROWS_PER_NOTE = 3  # rows fetched per note wanted (a long note's chunks compete with its note vector)
+ANN_IN_MAX = 20_000  # a scope of more notes than this is not sent as a path list: rows are over-fetched
+ANN_RETRAIN_SHARE = 0.2  # retrain the partitions once this share of rows came after the last training
 
 
 def lancedb_dir(vault: Path) -> Path:
@@ -110,6 +135,7 @@ class VectorReport:
     # set when this sync moved an index of the previous layout over: vectors carried over, and
     # whether the old table is gone (it stays until every note is done)
     migrated: dict[str, Any] | None = None
+    ann: dict[str, Any] | None = None  # what this sync did to the ANN index (built, retrained, rows added)
 
     @property
     def chunks_per_second(self) -> float:
@@ -127,6 +153,7 @@ class VectorReport:
             "chunks_reused": self.chunks_reused, "chunks_per_second": round(self.chunks_per_second, 1),
             "failed": [{"path": p, "error": e} for p, e in self.failed], "seconds": round(self.seconds, 2),
             "interrupted": self.interrupted, **({"migrated": self.migrated} if self.migrated else {}),
+            **({"ann": self.ann} if self.ann else {}),
         }
 
     def summary(self) -> str:
@@ -204,9 +231,10 @@ class _Matrix:
 class VectorIndex:
     """The chunk vectors of one vault for one embedder."""
 
-    def __init__(self, vault: Path, embedder: Embedder) -> None:
+    def __init__(self, vault: Path, embedder: Embedder, fingerprint: str | None = None) -> None:
         self.vault = Path(vault)
         self.embedder = embedder
+        self.fingerprint = fingerprint  # loader.embedder_fingerprint of the spec that loaded ``embedder``
         self.key = embedder.identity.key
         self.dir = lancedb_dir(self.vault)
         self.name = table_name(self.key)
@@ -215,6 +243,10 @@ class VectorIndex:
         self._covered: tuple[tuple[str | None, str | None], int, int] | None = None
         self._lock = threading.Lock()
         self._legacy: Any = None  # a previous layout's table while a sync migrates it
+        env = os.environ.get("MEMORY_HUB_ANN_FROM", "").strip()
+        self.ann_from = int(env) if env.isdigit() else ANN_FROM  # rows from which search uses the ANN index
+        self.ann_probes: int | None = None  # partitions per query; None: ANN_PROBE_SHARE of them
+        self._shape: tuple[str, int, bool, int] | None = None  # (version, rows, has ANN index, partitions)
 
     # -- storage -----------------------------------------------------------------------------------
 
@@ -306,6 +338,7 @@ class VectorIndex:
         started = time.monotonic()
         report = VectorReport(self.key)
         with self._write_lock():
+            notes_stamp = store.get_meta(NOTES_CHANGED, "")
             try:
                 self._sync_locked(store, report, progress)
             except KeyboardInterrupt:
@@ -313,7 +346,83 @@ class VectorIndex:
             finally:
                 report.seconds = time.monotonic() - started
                 self._bump(store)
+            if not report.interrupted and not report.failed:
+                self._maintain_ann(store, report)
+                self._mark_current(store, notes_stamp)
         return report
+
+    # -- the ANN index -----------------------------------------------------------------------------
+
+    def _ann_index(self, table: Any) -> Any:
+        for index in table.list_indices():
+            if list(getattr(index, "columns", [])) == ["vector"]:
+                return index
+        return None
+
+    def _maintain_ann(self, store: Store, report: VectorReport) -> None:
+        """Build the ANN index once the table reaches ``ann_from`` rows; afterwards fold new rows in
+        (``optimize``: they join the trained partitions) and retrain once many rows are new. Rows not
+        yet in the index are still searched (LanceDB scans them flat), so no answer is ever missing."""
+        table = self._table()
+        if table is None:
+            return
+        rows = table.count_rows()
+        index = self._ann_index(table)
+        if rows < max(self.ann_from, 1) and index is None:
+            return
+        t0 = time.monotonic()
+        if index is None:
+            self.build_ann(table, rows)
+            report.ann = {"built": True, "rows": rows}
+        else:
+            stats = table.index_stats(index.name)
+            unindexed = int(getattr(stats, "num_unindexed_rows", 0) or 0)
+            if unindexed > ANN_RETRAIN_SHARE * rows:
+                self.build_ann(table, rows)
+                report.ann = {"built": True, "rows": rows, "retrained_for": unindexed}
+            elif unindexed:
+                table.optimize()
+                report.ann = {"built": False, "rows": rows, "added": unindexed}
+        if report.ann is not None:
+            report.ann["seconds"] = round(time.monotonic() - t0, 2)
+            self._bump(store)  # searchers look at the table's shape again
+        self._shape = None
+
+    def build_ann(self, table: Any = None, rows: int | None = None) -> None:
+        """(Re)train the table's ANN index (cosine; vectors are unit length, so cosine ranks as dot)."""
+        table = table if table is not None else self._table()
+        rows = rows if rows is not None else table.count_rows()
+        parts = max(1, min(rows // ANN_ROWS_PER_PARTITION, 4096))
+        from lancedb import index as lance_index
+
+        config = getattr(lance_index, ANN_INDEX)(distance_type="cosine", num_partitions=parts)
+        table.create_index("vector", config=config, replace=True)
+
+    def _table_shape(self, store: Store) -> tuple[int, bool, int]:
+        """(rows, whether search goes through the ANN index, its partitions), cached per version."""
+        version = store.get_meta(f"{_META_VERSION}:{self.name}") or ""
+        if self._shape is not None and self._shape[0] == version:
+            return self._shape[1:]
+        table = self._table()
+        rows, ann, parts = 0, False, 0
+        if table is not None:
+            rows = table.count_rows()
+            index = self._ann_index(table) if rows >= max(self.ann_from, 1) else None
+            if index is not None:
+                ann = True
+                parts = max(1, min(rows // ANN_ROWS_PER_PARTITION, 4096))
+        self._shape = (version, rows, ann, parts)
+        return rows, ann, parts
+
+    def uses_ann(self, store: Store) -> bool:
+        """Whether search goes through the ANN index (the table is large and has one)."""
+        return self._table_shape(store)[1]
+
+    def _mark_current(self, store: Store, notes_stamp: str) -> None:
+        mark = {"notes": notes_stamp, "embedder": self.key, "table": self.name,
+                "lance": _table_stamp(self.dir, self.name), "fingerprint": self.fingerprint}
+        with store.transaction() as conn:
+            store.set_meta(conn, _META_CURRENT, json.dumps(mark))
 
     def _sync_locked(self, store: Store, report: VectorReport, progress: bool | None) -> None:
         db = self._connect()
@@ -479,19 +588,23 @@ class VectorIndex:
             return self._matrix
 
     def size(self, store: Store) -> int:
-        m = self._load(store)
-        return 0 if m is None else len(m.paths)
+        """Rows (passages) in the table; answered without loading them."""
+        return self._table_shape(store)[0]
 
     def notes_covered(self, store: Store) -> tuple[int, int]:
         """(ranked notes with vectors, ranked notes): how much of the vault the vector channel sees.
 
         Cached until the vectors or the lexical index change, so a search can afford to ask."""
-        m = self._load(store)
-        key = (m.version if m is not None else None, store.get_meta("last_sync"))
+        key = (store.get_meta(f"{_META_VERSION}:{self.name}"), store.get_meta("last_sync"))
         if self._covered is None or self._covered[0] != key:
             ranked = {r[0] for r in store.conn.execute("SELECT path FROM notes WHERE ranked = 1")}
-            have = len(ranked & set(m.paths)) if m is not None else 0
-            self._covered = (key, have, len(ranked))
+            if self.uses_ann(store):  # only the path column, never the vectors
+                table = self._table()
+                paths = set(self._read(table, ["path"]).column("path").to_pylist()) if table is not None else set()
+            else:
+                m = self._load(store)
+                paths = set(m.paths) if m is not None else set()
+            self._covered = (key, len(ranked & paths), len(ranked))
         return self._covered[1], self._covered[2]
 
     def search_chunks(self, store: Store, query_vector: np.ndarray, limit: int = 100,
@@ -546,6 +659,8 @@ class VectorIndex:
         short one; SciFact nDCG@10 fell to 0.40.)
         """
         qvec = self.embedder.embed_queries([query])[0] if isinstance(query, str) else query
+        if self.uses_ann(store):
+            return self._search_notes_ann(store, qvec, filters, limit, chunk_offset)
         scored = self.note_scores(store, qvec, chunk_offset)
         if scored is None:
             return []
@@ -571,6 +686,85 @@ class VectorIndex:
                                                                      m.headings[r], float(best[t]))))
         ranked.sort(key=lambda t: (-t[1], t[0]))
         return ranked[:limit]
+
+
+    def _search_notes_ann(self, store: Store, qvec: np.ndarray, filters: Filters | None, limit: int,
+                          chunk_offset: float | None) -> list[tuple[int, float, ChunkHit]]:
+        """``search_notes`` through the ANN index: LanceDB returns the nearest rows inside the scope
+        (the filter is part of the vector query), exactly re-scored (refine); notes are then scored
+        from those rows by the same rule as the exact path."""
+        table = self._table()
+        if table is None:
+            return []
+        _rows, _ann, parts = self._table_shape(store)
+        scoped = filters is not None and filters != Filters()
+        ids: dict[str, int] | None = None
+        where = None
+        if scoped:
+            if filters == Filters(path_prefix=filters.path_prefix):  # a prefix goes into the query as it is
+                where = f"starts_with(path, {_quote(filters.path_prefix.lstrip('/'))})"
+            else:
+                ids = _allowed_paths(store, filters)
+                if not ids:
+                    return []
+                if len(ids) <= ANN_IN_MAX:
+                    where = "path IN (" + ",".join(_quote(p) for p in ids) + ")"
+                # else a broad scope (most notes pass): fetch more rows, keep those in scope (below)
+        probes = self.ann_probes or max(ANN_MIN_PROBES, int(parts * ANN_PROBE_SHARE + 0.999))
+        query = (table.search(np.asarray(qvec, dtype=np.float32).reshape(-1), vector_column_name="vector")
+                 .distance_type("cosine").nprobes(min(probes, parts)).refine_factor(ANN_REFINE)
+                 .select(["path", "start", "end", "heading", "level"])
+                 .limit(max(limit * ANN_ROWS_PER_NOTE * (1 if where is not None or not scoped else 4), 50)))
+        if where is not None:
+            query = query.where(where, prefilter=True)
+        data = query.to_arrow()
+        paths = data.column("path").to_pylist()
+        score = 1.0 - data.column("_distance").to_numpy().astype(np.float32)
+        offset = CHUNK_OFFSET if chunk_offset is None else chunk_offset
+        is_note = np.asarray([lv == "note" for lv in data.column("level").to_pylist()], dtype=bool)
+        adjusted = np.where(is_note, score, score + offset)
+        best: dict[str, int] = {}
+        for i, path in enumerate(paths):
+            if path not in best or adjusted[i] > adjusted[best[path]]:
+                best[path] = i
+        if ids is None:  # only ranked notes still in the index (the table may lag a sync by a moment)
+            rows = store.conn.execute(
+                "SELECT id, path FROM notes WHERE ranked = 1 AND path IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(best)),))
+            ids = {r[1]: int(r[0]) for r in rows}
+        starts, ends = data.column("start").to_pylist(), data.column("end").to_pylist()
+        headings = data.column("heading").to_pylist()
+        ranked = [(ids[p], float(adjusted[i]), ChunkHit(p, int(starts[i]), int(ends[i]), headings[i],
+                                                          float(adjusted[i])))
+                  for p, i in best.items() if p in ids]
+        ranked.sort(key=lambda t: (-t[1], t[0]))
+        return ranked[:limit]
+
+
+def _table_stamp(folder: Path, name: str) -> str:
+    """Changes whenever LanceDB commits a version of the table (or the table is deleted)."""
+    try:
+        return str((folder / f"{name}.lance" / "_versions").stat().st_mtime_ns)
+    except OSError:
+        return ""
+
+
+def current_embedder(store: Store, fingerprint: str) -> str | None:
+    """The embedder key whose vectors are known current with every note, without opening LanceDB
+    or loading a model; None when a sync has to look (a note changed, another model, the table
+    changed or vanished). ``fingerprint``: ``embed.loader.embedder_fingerprint`` of the spec."""
+    raw = store.get_meta(_META_CURRENT)
+    if not raw:
+        return None
+    try:
+        mark = json.loads(raw)
+    except ValueError:
+        return None
+    if (mark.get("fingerprint") != fingerprint or mark.get("notes") != store.get_meta(NOTES_CHANGED, "")
+            or mark.get("lance") != _table_stamp(lancedb_dir(store.vault), str(mark.get("table")))
+            or not mark.get("lance")):
+        return None
+    return str(mark.get("embedder"))
 
 
 def _allowed_paths(store: Store, filters: Filters) -> dict[str, int]:

@@ -10,10 +10,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..index.embed import Embedder, load_embedder
+from ..index.embed import Embedder, EmbedderError, load_embedder
+from ..index.embed.loader import embedder_fingerprint
 from ..index.lexical import Filters
 from ..index.store import Store
-from ..index.vectors import Coverage, VectorIndex, VectorReport
+from ..index.vectors import Coverage, VectorIndex, VectorReport, current_embedder
 from .rerank import Reranker, load_reranker
 from .search import DEFAULT_MODE, SearchResult, has_vectors, search, stages
 
@@ -51,8 +52,14 @@ class Searcher:
         emb = self.embedder
         with self._lock:
             if self._vectors is None:
-                self._vectors = VectorIndex(self.vault, emb)
+                self._vectors = VectorIndex(self.vault, emb, self._fingerprint())
             return self._vectors
+
+    def _fingerprint(self) -> str | None:
+        try:
+            return embedder_fingerprint(self._embedder_spec)
+        except EmbedderError:
+            return None
 
     @property
     def reranker(self) -> Reranker | None:
@@ -94,7 +101,13 @@ class Searcher:
             _ = self.reranker
 
     def sync_vectors(self, progress: bool | None = None) -> VectorReport:
-        """Embed what changed since the last run (see ``VectorIndex.sync``)."""
+        """Embed what changed since the last run (see ``VectorIndex.sync``). When nothing changed
+        since the last complete run, says so without loading the model or opening the table."""
+        if self._vectors is None:
+            fingerprint = self._fingerprint()
+            key = current_embedder(self.store, fingerprint) if fingerprint else None
+            if key is not None:
+                return VectorReport(key)
         return self.vectors.sync(self.store, progress=progress)
 
     def coverage(self) -> Coverage:

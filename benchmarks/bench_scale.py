@@ -1,0 +1,264 @@
+"""What each stage costs as the vault grows: 1k, 10k, 30k notes (100k with ``--sizes``).
+
+    python benchmarks/bench_scale.py DATA_DIR [--vaults /tmp/scale-vaults] [--sizes 1k,10k,30k]
+                                     [--vectors-up-to 30k] [--repeats 5] [--rounds 3]
+
+Vaults come from ``scale_vault.py`` (made under ``--vaults`` when missing; never committed). Every
+figure is a real process or a real MCP client against a real ``memory-hub serve --transport stdio``:
+
+* ``cold_lexical_s``: ``memory-hub index --no-vectors`` from no index (lexical + links + recall);
+* vectors: ``memory-hub vectors`` with the **stand-in embedder** (``standin_embedder.py``: e5's
+  tokenizer and chunking, hashed-token vectors ~100× cheaper), so the vector index's *cost* (rows,
+  disk, search, memory) is measured at sizes where e5 would take hours; quality is never measured
+  with it (ANN recall and nDCG: ``bench_ann.py``, real e5 on SciFact);
+* ``nochange_sync_s``: a ``memory-hub sync`` process with nothing to do (median, p95 of repeats);
+* ``edit_to_searchable_s``: one note edited, then a ``memory-hub sync`` process (the watcher runs
+  the same one-file sync in a running server), until the new word is found;
+* over MCP stdio: ready, idle RSS, hybrid+graph p50/p95 (the 30 ``hub-queries.txt``, ``--rounds``
+  rounds), lexical p95 with and without a folder filter, serving RSS after the queries;
+* ``status`` and ``vectors --coverage`` processes; the index's size on disk.
+
+Writes ``benchmarks/results/scale.json`` in the issue's shape (more keys welcome) and
+``benchmarks/results/scale.png`` (log axes, each cost against vault size). The machine is shared:
+every figure is under load unless the JSON says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.common import machine, percentile, print_table, write_result  # noqa: E402
+from benchmarks.mcp_client import StdioClient, rss_mb, structured  # noqa: E402
+
+MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
+SIZES = {"1k": 1_000, "10k": 10_000, "30k": 30_000, "100k": 100_000, "300k": 300_000}
+PLOTTED = [("cold_lexical_s", "cold lexical+graph index (s)"), ("nochange_sync_s", "no-change sync (s)"),
+           ("edit_to_searchable_s", "one edit searchable (s)"), ("hybrid_graph_p50_ms", "hybrid+graph p50 (ms)"),
+           ("lexical_p95_ms", "lexical p95 (ms)"), ("serving_rss_mb", "serving RSS (MB)"),
+           ("index_disk_mb", "index on disk (MB)")]
+
+
+def size_of(label: str) -> int:
+    return SIZES[label] if label in SIZES else int(label)
+
+
+def env_for(xdg: Path, standin: Path | None) -> dict[str, str]:
+    env = {**os.environ, "XDG_DATA_HOME": str(xdg), "MEMORY_HUB_LOG": "warning"}
+    if standin is not None:
+        env["MEMORY_HUB_EMBEDDER"] = str(standin)
+    return env
+
+
+CPU: dict[str, float] = {}  # CPU seconds of the last process per label: wall time under load says little
+
+
+def timed(cmd: list[str], env: dict[str, str], label: str | None = None) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    before = os.times()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = os.times()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[3:6])} exited {proc.returncode}: {proc.stderr[-600:]}")
+    if label:
+        CPU[label] = round(after.children_user - before.children_user + after.children_system
+                           - before.children_system, 2)
+    return wall, proc.stdout
+
+
+def stats(values: list[float], scale: float = 1.0, digits: int = 3) -> dict[str, float]:
+    vals = [v * scale for v in values]
+    return {"median": round(statistics.median(vals), digits), "p95": round(percentile(vals, 95), digits),
+            "n": len(vals)}
+
+
+def disk_mb(folder: Path) -> float:
+    return round(sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20, 1)
+
+
+def measure_server(vault: Path, env: dict[str, str], queries: list[str], rounds: int, prefix: str,
+                   vectors: bool) -> dict[str, Any]:
+    client = StdioClient([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", "stdio"], env=env)
+    try:
+        client.handshake()
+        ready_s = time.perf_counter() - client.spawned
+        time.sleep(1.0)
+        idle = rss_mb(client.pid)
+        mode = "hybrid+graph" if vectors else "lexical"
+        t0 = time.monotonic()
+        while vectors:  # until the model is loaded and the vectors are read
+            out = structured(client.call("search", {"query": queries[0], "k": 5, "mode": mode}))
+            if not any("loading" in w for w in out.get("warnings", [])) or time.monotonic() - t0 > 300:
+                break
+            time.sleep(0.5)
+        timings: dict[str, list[float]] = {"hybrid_graph": [], "lexical": [], "lexical_filtered": []}
+        for _ in range(rounds):
+            for q in queries:
+                for key, args in (("hybrid_graph", {"mode": mode}), ("lexical", {"mode": "lexical"}),
+                                  ("lexical_filtered", {"mode": "lexical", "path_prefix": prefix})):
+                    t1 = time.perf_counter()
+                    client.call("search", {"query": q, "k": 5, **args})
+                    timings[key].append(time.perf_counter() - t1)
+        serving = rss_mb(client.pid)
+    finally:
+        client.close()
+    return {"ready_s": round(ready_s, 3), "idle_rss_mb": round(idle, 1), "serving_rss_mb": round(serving, 1),
+            "query_mode": mode, **{f"{k}_ms": stats(v, 1000, 2) for k, v in timings.items()}}
+
+
+def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: Path | None) -> dict[str, Any]:
+    n = size_of(label)
+    vault = args.vaults / f"notes-{n}"
+    if not (vault / ".scale-manifest.json").exists():
+        subprocess.run([sys.executable, str(REPO / "benchmarks" / "scale_vault.py"), str(args.data), str(args.vaults),
+                        "--sizes", str(n)], check=True)
+    xdg = args.vaults / ".xdg"
+    with_vectors = standin is not None and n <= size_of(args.vectors_up_to)
+    env = env_for(xdg, standin if with_vectors else None)
+    row: dict[str, Any] = {"notes": n, "vectors": "stand-in embedder" if with_vectors else "none (lexical only)"}
+    print(f"== {n} notes", file=sys.stderr, flush=True)
+    shutil.rmtree(vault / ".memory_hub", ignore_errors=True)
+    cold, _ = timed([MEMORY_HUB, "--vault", str(vault), "index", "--no-vectors"], env, "cold_lexical")
+    row["cold_lexical_s"] = round(cold, 2)
+    row["cold_lexical_cpu_s"] = CPU["cold_lexical"]
+    if with_vectors:
+        wall, out = timed([MEMORY_HUB, "--vault", str(vault), "--json", "vectors"], env, "vectors")
+        report = json.loads(out)
+        row["vectors_s"] = round(wall, 2)
+        row["vectors_cpu_s"] = CPU["vectors"]
+        row["vectors_report"] = {k: report.get(k) for k in ("chunks_embedded", "chunks_per_second", "ann")
+                                 if k in report}
+    syncs, cpu = [], []
+    for _ in range(args.repeats):
+        syncs.append(timed([MEMORY_HUB, "--vault", str(vault), "sync"], env, "sync")[0])
+        cpu.append(CPU["sync"])
+    row["nochange_sync"] = stats(syncs)
+    row["nochange_sync_cpu_s"] = stats(cpu)
+    row["nochange_sync_s"] = row["nochange_sync"]["median"]
+    note = sorted((vault / "05 - Concepts").rglob("*.md"))[0] if (vault / "05 - Concepts").is_dir() \
+        else sorted(vault.rglob("*.md"))[0]
+    original = note.read_bytes()
+    edits = []
+    try:
+        for i in range(3):
+            word = f"zqscale{n}x{i}x{int(time.time())}"
+            note.write_bytes(original + f"\n\n{word}\n".encode())
+            t0 = time.perf_counter()
+            timed([MEMORY_HUB, "--vault", str(vault), "sync"], env)
+            _, out = timed([MEMORY_HUB, "--vault", str(vault), "--json", "search", word, "--mode", "lexical",
+                            "--in-process"], env)
+            edits.append(time.perf_counter() - t0)
+            assert json.loads(out)["results"], f"{word} not searchable after sync"
+    finally:
+        note.write_bytes(original)
+        timed([MEMORY_HUB, "--vault", str(vault), "sync"], env)
+    row["edit_to_searchable"] = stats(edits)
+    row["edit_to_searchable_s"] = row["edit_to_searchable"]["median"]
+    row["status_s"] = round(timed([MEMORY_HUB, "--vault", str(vault), "--json", "status"], env)[0], 2)
+    if with_vectors:
+        row["coverage_s"] = round(timed([MEMORY_HUB, "--vault", str(vault), "vectors", "--coverage"], env)[0], 2)
+    top = sorted(p.name for p in vault.iterdir() if p.is_dir() and not p.name.startswith("."))[0]
+    server = measure_server(vault, env, queries, args.rounds, top, with_vectors)
+    row.update(server)
+    row["hybrid_graph_p50_ms"] = server["hybrid_graph_ms"]["median"]
+    row["hybrid_graph_p95_ms"] = server["hybrid_graph_ms"]["p95"]
+    row["lexical_p95_ms"] = server["lexical_ms"]["p95"]
+    row["lexical_filtered_p95_ms"] = server["lexical_filtered_ms"]["p95"]
+    row["index_disk_mb"] = disk_mb(vault / ".memory_hub")
+    import sqlite3
+
+    with sqlite3.connect(vault / ".memory_hub" / "index.sqlite3") as conn:
+        row["chunks"] = None
+        if with_vectors:
+            from memory_hub.index.embed.loader import load_embedder
+            from memory_hub.index.store import Store
+            from memory_hub.index.vectors import VectorIndex
+
+            vi = VectorIndex(vault, load_embedder(str(standin)))
+            row["chunks"] = vi.size(Store(vault))
+            row["ann_path"] = vi.uses_ann(Store(vault))
+        row["links"] = conn.execute("SELECT count(*) FROM links").fetchone()[0]
+    row["ann_recall_at_100"] = None  # measured on real e5 vectors, not per size: results/ann.json
+    row["hook_p95_ms"] = None  # not measured here (bench_recall.py measures the hook at today's size)
+    print(json.dumps(row), file=sys.stderr, flush=True)
+    return row
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=110)
+    xs = [r["notes"] for r in rows]
+    for key, label in PLOTTED:
+        pts = [(x, r.get(key)) for x, r in zip(xs, rows, strict=True) if r.get(key)]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("notes in the vault")
+    ax.set_ylabel("cost (unit in the legend)")
+    ax.set_title("memory-hub: cost against vault size (under load, stand-in vectors)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("data", type=Path, help="the shared data folder")
+    ap.add_argument("--vaults", type=Path, default=Path("/tmp/scale-vaults"))
+    ap.add_argument("--sizes", default="1k,10k,30k")
+    ap.add_argument("--vectors-up-to", default="30k", help="largest size embedded (with the stand-in embedder)")
+    ap.add_argument("--standin", type=Path, default=Path("/tmp/standin-embedder"),
+                    help="the stand-in embedder's folder (built there when missing)")
+    ap.add_argument("--no-vectors", action="store_true")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    queries = [q.strip() for q in (args.data.parent / "peers" / "hub-queries.txt").read_text().splitlines()
+               if q.strip()] if (args.data.parent / "peers" / "hub-queries.txt").exists() else \
+        ["graph view", "daily notes template", "sync plugin", "canvas", "dataview query"]
+    standin = None
+    if not args.no_vectors:
+        if not (args.standin / "model.onnx").exists():
+            subprocess.run([sys.executable, str(REPO / "benchmarks" / "standin_embedder.py"), str(args.standin)],
+                           check=True)
+        standin = args.standin
+    rows: list[dict[str, Any]] = []
+    ann = REPO / "benchmarks" / "results" / "ann.json"
+    for label in args.sizes.split(","):
+        rows.append(one_size(label, args, queries, standin))
+        out = {"sizes": rows, "machine": machine(), "under_load": True,
+               "notes": "vectors by the stand-in embedder (cost only); ANN recall/nDCG with real e5: ann.json",
+               **({"ann": json.loads(ann.read_text())["results"]} if ann.exists() else {})}
+        path = write_result("scale", out)  # after every size: a long run that is stopped keeps what it measured
+        plot(rows, path.with_suffix(".png"))
+    print_table([{k: r.get(k) for k in ("notes", "chunks", "cold_lexical_s", "nochange_sync_s", "edit_to_searchable_s",
+                                        "hybrid_graph_p50_ms", "hybrid_graph_p95_ms", "lexical_p95_ms",
+                                        "lexical_filtered_p95_ms", "idle_rss_mb", "serving_rss_mb", "ready_s",
+                                        "status_s", "index_disk_mb")} for r in rows],
+                ["notes", "chunks", "cold_lexical_s", "nochange_sync_s", "edit_to_searchable_s", "hybrid_graph_p50_ms",
+                 "hybrid_graph_p95_ms", "lexical_p95_ms", "lexical_filtered_p95_ms", "idle_rss_mb", "serving_rss_mb",
+                 "ready_s", "status_s", "index_disk_mb"])
+    print("written", path, path.with_suffix(".png"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""The ANN path of the vector channel: a real LanceDB table forced onto its IVF index.
+
+The rows are written straight into the table (seeded unit vectors, one note-level row per note and
+chunk rows for some) so the test is about how candidates are fetched, not about the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from conftest import write_files
+
+from memory_hub.index import vectors as vectors_mod
+from memory_hub.index.embed import EmbedderIdentity
+from memory_hub.index.lexical import Filters
+from memory_hub.index.store import Store
+from memory_hub.index.sync import sync
+from memory_hub.index.vectors import VectorIndex, VectorReport
+
+DIM = 384
+NOTES = 480
+
+
+@dataclass
+class Identity:
+    """Only the identity and dimension of an embedder: queries are passed as vectors."""
+
+    identity: EmbedderIdentity = EmbedderIdentity("ann-test", "1", "seeded")
+    dim: int = DIM
+    max_tokens: int = 512
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory: pytest.TempPathFactory, ):  # noqa: ANN201
+    import pyarrow as pa
+
+    root = tmp_path_factory.mktemp("ann") / "vault"
+    files = {}
+    for n in range(NOTES):
+        folder = "a" if n % 2 else "b"
+        tag = "tags: [rare]\n" if n in (3, 5, 7, 9, 11) else ""
+        files[f"{folder}/n{n:03}.md"] = f"---\ntitle: Note {n}\n{tag}---\nbody {n}\n"
+    write_files(root, files)
+    store = Store(root)
+    sync(root, store=store, progress=False)
+    rng = np.random.default_rng(7)
+    centres = _unit(rng.normal(size=(12, DIM)) + 3.0)  # clustered and off-centre, as e5 vectors are
+    paths = sorted(files)
+    vecs, rows = [], []
+    for i, path in enumerate(paths):
+        base = centres[i % 12]
+        pieces = [("note", 0)] + ([("chunk", 1), ("chunk", 2)] if i % 5 == 0 else [])
+        for level, ordinal in pieces:
+            vecs.append(_unit(base + 0.35 * rng.normal(size=DIM)))
+            rows.append({"id": f"{path}#{ordinal}", "path": path, "note_hash": "h", "ordinal": ordinal,
+                         "start": ordinal * 10, "end": ordinal * 10 + 9, "heading": f"h{ordinal}", "text": "",
+                         "embedder": Identity().identity.key, "level": level})
+    vi = VectorIndex(root, Identity())  # type: ignore[arg-type]
+    data = pa.Table.from_pylist(rows).append_column(
+        "vector", pa.FixedSizeListArray.from_arrays(pa.array(np.concatenate(vecs)), DIM))
+    vi._table(create=True).add(data.select(vi._schema().names).cast(vi._schema()))
+    vi._bump(store)
+    return root, store, vi, np.stack(vecs), rng
+
+
+def _both(vi: VectorIndex, store: Store, q: np.ndarray, filters: Filters | None = None, limit: int = 20):  # noqa: ANN202
+    vi.ann_from = 10**9
+    vi._shape = None
+    exact = vi.search_notes(store, q, filters, limit)
+    vi.ann_from = 0
+    vi._shape = None
+    assert vi.uses_ann(store)
+    return exact, vi.search_notes(store, q, filters, limit)
+
+
+def test_a_sync_builds_the_index_at_the_threshold_then_folds_new_rows_in(table, monkeypatch) -> None:  # noqa: ANN001
+    root, store, vi, _vecs, _rng = table
+    monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 64)  # a real IVF: several partitions
+    vi.ann_from = 10**9
+    report = VectorReport(vi.key)
+    vi._maintain_ann(store, report)
+    assert report.ann is None and vi._ann_index(vi._table()) is None  # below the threshold: exact only
+    vi.ann_from = 0
+    vi._maintain_ann(store, report)
+    assert report.ann["built"] is True and vi._ann_index(vi._table()) is not None
+    assert vi.uses_ann(store) and vi._matrix is None  # searching needs no matrix in memory
+    # a later sync's new rows join the trained partitions (no retraining for a few rows)
+    table = vi._table()
+    extra = table.search().where("level = 'chunk'").limit(30).to_arrow()
+    extra = extra.set_column(extra.schema.get_field_index("id"), "id",
+                             [[f"{i}#extra" for i in extra.column("id").to_pylist()]])
+    table.add(extra.select(vi._schema().names))
+    report = VectorReport(vi.key)
+    vi._maintain_ann(store, report)
+    assert report.ann["built"] is False and report.ann["added"] == 30
+    fresh = vi._table()
+    assert fresh.index_stats(vi._ann_index(fresh).name).num_unindexed_rows == 0
+
+
+def test_the_ann_path_returns_what_exact_search_returns(table, monkeypatch) -> None:  # noqa: ANN001
+    root, store, vi, vecs, rng = table
+    monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 64)
+    if vi._ann_index(vi._table()) is None:
+        vi.build_ann()
+    parts = vi._table().count_rows() // 64
+    for q in _unit(vecs[rng.choice(len(vecs), 8)] + 0.2 * rng.normal(size=(8, DIM))):
+        vi.ann_probes = parts  # every partition: the index may only reorder nothing
+        exact, ann = _both(vi, store, q)
+        assert [h[0] for h in ann] == [h[0] for h in exact]
+        assert np.allclose([h[1] for h in ann], [h[1] for h in exact], atol=1e-4)  # refined: exact scores
+        assert [(h[2].start, h[2].heading) for h in ann] == [(h[2].start, h[2].heading) for h in exact]
+        vi.ann_probes = None  # the default share of partitions still finds the nearest notes
+        _, ann = _both(vi, store, q)
+        assert len({h[0] for h in ann[:10]} & {h[0] for h in exact[:10]}) >= 8
+
+
+def test_filters_are_part_of_the_vector_query(table, monkeypatch) -> None:  # noqa: ANN001
+    root, store, vi, vecs, rng = table
+    monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 64)
+    if vi._ann_index(vi._table()) is None:
+        vi.build_ann()
+    vi.ann_probes = vi._table().count_rows() // 64
+    q = vecs[0]
+    exact, ann = _both(vi, store, q, Filters(path_prefix="a/"), limit=30)
+    assert len(ann) == 30 and all(h[2].path.startswith("a/") for h in ann)
+    assert [h[0] for h in ann] == [h[0] for h in exact]
+    # five notes tagged 'rare', none of them near the query: a filter applied after fetching the
+    # nearest rows would find none of them; inside the query it finds all five
+    exact, ann = _both(vi, store, -q, Filters(tags=["rare"]), limit=10)
+    assert sorted(h[2].path for h in ann) == sorted(h[2].path for h in exact)
+    assert len(ann) == 5 and all(h[2].path.endswith(("n003.md", "n005.md", "n007.md", "n009.md", "n011.md"))
+                                 for h in ann)
+    _, none = _both(vi, store, q, Filters(path_prefix="nowhere/"))
+    assert none == []
+    # a scope too broad to send as a path list: rows are over-fetched and kept when in scope
+    monkeypatch.setattr(vectors_mod, "ANN_IN_MAX", 10)
+    exact, ann = _both(vi, store, q, Filters(since="1970-01-01"), limit=10)
+    assert len(exact) == 10 and [h[0] for h in ann] == [h[0] for h in exact]
