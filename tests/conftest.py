@@ -16,6 +16,16 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("MEMORY_HUB_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+GIT_IDENTITY = (("GIT_AUTHOR_NAME", "Memory Hub Tests"), ("GIT_AUTHOR_EMAIL", "tests@localhost"),
+                ("GIT_COMMITTER_NAME", "Memory Hub Tests"), ("GIT_COMMITTER_EMAIL", "tests@localhost"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Module- and session-scoped fixtures commit before any function fixture runs: a fresh CI box has
+    # no global git identity, so the whole test process gets one.
+    os.environ.update(dict(GIT_IDENTITY))
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never touch the user's default vault or environment."""
@@ -24,8 +34,7 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "xdg-config"))  # the machine id
     monkeypatch.delenv("MEMORY_HUB_MACHINE_ID", raising=False)
     # Git commits in tests must work on a machine with no global git identity (fresh CI boxes).
-    for var, value in (("GIT_AUTHOR_NAME", "Memory Hub Tests"), ("GIT_AUTHOR_EMAIL", "tests@localhost"),
-                       ("GIT_COMMITTER_NAME", "Memory Hub Tests"), ("GIT_COMMITTER_EMAIL", "tests@localhost")):
+    for var, value in GIT_IDENTITY:
         monkeypatch.setenv(var, value)
 
 
