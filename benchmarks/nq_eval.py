@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     print("cells: hit@1/hit@5/MRR@10 (two-notes: + all@5 = every note in top 5); "
           "no-answer: share returning nothing or flagged low-confidence")
     print_table(rows, ["category", "n", BASELINE, *modes])
-    print("latency p50/p95 ms (under load): " + "; ".join(
+    print(f"latency p50/p95 ms (load average {os.getloadavg()[0]:.1f} at the end): " + "; ".join(
         f"{run['vault']} " + ", ".join(f"{m} {v['p50_ms']:.0f}/{v['p95_ms']:.0f}" for m, v in run["latency"].items())
         for run in runs))
     summary = {
