@@ -73,3 +73,23 @@ def test_adjacency_matches_one_hop_neighbourhoods(template_vault) -> None:
     assert sum(len(v) for v in adj.values()) > 50
     for i in ids:
         assert adj[i] == set(graph.neighbourhood(store.conn, [i], 1)), i
+
+
+def test_adjacency_counts_hubs_in_sql_without_loading_their_links(make_vault) -> None:
+    """With a limit, a hub (more distinct neighbours than the limit, duplicate links and self-links
+    not counted) reads as more than the limit; every other note keeps its exact neighbours."""
+    files = {f"n{i}.md": "[[hub]] [[hub]]\n" for i in range(5)}  # duplicates count once
+    files["hub.md"] = "[[hub]] [[n0]]\n"  # a self-link never counts
+    files["pair.md"] = "[[n0]] [[n1]] [[n1]]\n"
+    vault, store = make_vault(files)
+    ids = _ids(store)
+    conn = store.conn
+    everyone = [ids[p] for p in ("hub.md", "pair.md", "n0.md", "n1.md")]
+    plain = graph.adjacency(conn, everyone)
+    assert len(plain[ids["hub.md"]]) == 5 and len(plain[ids["pair.md"]]) == 2
+
+    capped = graph.adjacency(conn, everyone, limit=4)
+    assert len(capped[ids["hub.md"]]) > 4
+    assert all(capped[i] == plain[i] for i in everyone if i != ids["hub.md"])
+    exact = graph.adjacency(conn, everyone, limit=5)  # five neighbours is not more than five
+    assert exact == plain

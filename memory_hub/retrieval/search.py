@@ -271,7 +271,7 @@ def graph_expand(store: Store, order: list[int], scores: dict[int, float], filte
     top = order[:seeds]
     first = graph.adjacency(conn, top)  # two queries in all, however many neighbours there are
     mids = {m for s in top if len(first[s]) <= GRAPH_FANOUT for m in first[s]}
-    second = graph.adjacency(conn, mids) if hops >= 2 else {}
+    second = graph.adjacency(conn, mids, limit=GRAPH_FANOUT) if hops >= 2 else {}  # hubs counted in SQL
     for seed in top:
         near = first[seed]
         if len(near) > GRAPH_FANOUT:  # an index page: everything is its neighbour, so nothing is
