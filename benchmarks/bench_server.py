@@ -33,7 +33,7 @@ import httpx  # noqa: E402
 from fastmcp import Client  # noqa: E402
 from fastmcp.client.transports import StdioTransport  # noqa: E402
 
-from benchmarks.common import DEFAULT_DATA, latency_summary, print_table, write_result  # noqa: E402
+from benchmarks.common import DEFAULT_DATA, latency_summary, print_table, stop, write_result  # noqa: E402
 
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
 QUERIES = [
@@ -90,15 +90,6 @@ def start_http(vault: Path, extra: list[str] | None = None) -> tuple[subprocess.
             if proc.poll() is not None:
                 raise RuntimeError("server exited during start-up") from None
             time.sleep(0.01)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 async def ready_stdio(vault: Path) -> float:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import latency_summary, print_table, write_result  # noqa: E402
+from benchmarks.common import latency_summary, print_table, stop, write_result  # noqa: E402
 from memory_hub.config import template_dir  # noqa: E402
 from memory_hub.index.store import Store  # noqa: E402
 from memory_hub.retrieval.search import search  # noqa: E402
@@ -196,12 +196,7 @@ def bench_server(vault: Path, root: Path, seconds: float) -> dict:
         readers = asyncio.run(_load(url, secrets, seconds, 0))
         mixed = asyncio.run(_load(url, secrets, seconds, 2))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
     authored = len(git(vault, "log", "--format=%an", "--author=user").splitlines())
     return {"8_readers": readers, "6_readers_2_writers": mixed, "authored_commits": authored}
 

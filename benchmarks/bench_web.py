@@ -30,7 +30,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import latency_summary, machine, print_table, write_result  # noqa: E402
+from benchmarks.common import latency_summary, machine, print_table, stop, write_result  # noqa: E402
 
 QUERIES = ["how do I roll back a bad release", "ERR_CERT_AUTHORITY_INVALID", "認証 エラー", "sync vault between devices",
            "rotate TLS certificate", "plugin settings", "database failover runbook", "publish notes as a website"]
@@ -135,14 +135,11 @@ def main() -> None:
                              "server p50 ms": srv["p50_ms"], "KB": round(size / 1024, 1)})
                 out["pages"][name] = {"wall": s, "server": srv, "bytes": size}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, timeout=15)
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{vault.name}: {notes} notes, {args.runs} runs per URL (wall time per request, under load)")
+    print(f"{vault.name}: {notes} notes, {args.runs} runs per URL (wall time per request; "
+          f"load average {os.getloadavg()[0]:.1f} at the end)")
     print_table(rows, ["page", "requests", "p50 ms", "p95 ms", "server p50 ms", "KB"])
     print(write_result(f"web-{args.vault.name}", out))
 

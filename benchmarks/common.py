@@ -13,6 +13,7 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -232,3 +233,13 @@ class CachedEmbedder:
 
     def token_embeddings(self, texts: Sequence[str], is_query: bool) -> Any:
         return self.inner.token_embeddings(texts, is_query)
+
+
+def stop(proc: subprocess.Popen[Any], timeout: float = 10) -> None:
+    """Terminate a server a benchmark spawned, and kill it if it has not left in ``timeout`` s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -74,12 +74,17 @@ def server(vault: Path, transport: str, host: str = "127.0.0.1", token: str | No
                 time.sleep(0.05)
         yield port, proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate a server process, and kill it if it has not left within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 async def _exercise(url: str, auth: str | None = None) -> dict:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from test_server_http import stop
 
 from memory_hub.config import template_dir
 from memory_hub.index.sync import sync
@@ -130,9 +131,4 @@ def test_a_real_server_behind_the_documented_proxy(tmp_path: Path) -> None:
             assert plain.status_code == 301 and plain.headers["location"].startswith("https://memory.example.com")
     finally:
         for proc in (proxy, server):
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)

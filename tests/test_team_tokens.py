@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import shutil
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,19 +18,13 @@ import httpx
 import pytest
 from fastmcp import Client
 from mcp.types import ToolAnnotations
+from test_server_http import server
 
 from memory_hub.config import template_dir
 from memory_hub.index.sync import sync
 from memory_hub.server.tokens import Principal, TokensError, parse, tool_writes
 
-MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
 SECRETS = {name: f"{name}-secret-0123456789abcdef" for name in ("alice", "bob", "carol", "dave", "reader")}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _tokens_file(tmp: Path, limited_rate: int = 0) -> Path:
@@ -58,32 +48,9 @@ def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
     subprocess.run(["git", "add", "-A"], cwd=vault, check=True)
     subprocess.run(["git", "commit", "-qm", "start"], cwd=vault, check=True)
     sync(vault)
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "MEMORY_HUB_TOKEN"}
-    env["MEMORY_HUB_TOKENS_FILE"] = str(_tokens_file(tmp_path))
     transport = request.param
-    proc = subprocess.Popen([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", transport, "--port",
-                             str(port), "--no-warm"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(f"server exited: {proc.stderr.read()}")
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.5)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+    with server(vault, transport, env={"MEMORY_HUB_TOKENS_FILE": str(_tokens_file(tmp_path))}) as (port, _proc):
         yield f"http://127.0.0.1:{port}/{'mcp' if transport == 'http' else 'sse'}", vault
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def _as_reader(url: str) -> dict:
