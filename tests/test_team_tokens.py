@@ -122,6 +122,22 @@ def test_concurrent_writers_lose_nothing_and_each_commit_names_its_author(shared
     assert "inbox/" not in status, status
 
 
+async def _update_as(url: str, name: str, path: str) -> dict:
+    async with Client(url, auth=SECRETS[name]) as client:
+        read = (await client.call_tool("read_note", {"path": path, "max_lines": 1})).structured_content
+        return (await client.call_tool("update_note", {"path": path, "text": f"Checked by {name}.",
+                                                       "expected_hash": read["hash"]})).structured_content
+
+
+def test_a_write_tool_commits_as_the_token_that_sent_it(shared) -> None:
+    url, vault = shared
+    done = asyncio.run(_update_as(url, "carol", "home.md"))
+    assert done["changed"] and done["commit"]
+    log = subprocess.run(["git", "log", "-1", "--format=%an|%s", "--", "home.md"], cwd=vault,
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert log.startswith("carol|"), log
+
+
 def test_a_token_over_its_rate_limit_gets_429(shared) -> None:
     url, _vault = shared
     headers = {"Authorization": "Bearer slow-secret-0123456789ab"}

@@ -471,18 +471,25 @@ def _written(state: ServerState) -> dict[str, str]:
     return state.extras.setdefault("written", {})
 
 
-def _author() -> Any:
-    """The block a write tool commits in: named after the token that sent the write (a shared
-    server's named tokens), else git's own identity."""
-    from ..vault import git
+def _token_name() -> str | None:
+    """The named token that sent this write (a shared server's tokens), or None for a local one."""
     from .tokens import LOCAL, current
 
     who = current()
-    if who == LOCAL:
+    return None if who == LOCAL else who.name
+
+
+def _author() -> Any:
+    """The block a write tool commits in: named after the token that sent the write, else git's
+    own identity."""
+    from ..vault import git
+
+    name = _token_name()
+    if name is None:
         return git.author(None)
     from ..team.authored import author_line
 
-    return git.author(author_line(who.name))
+    return git.author(author_line(name))
 
 
 def update_note(state: ServerState, path: str, text: str, expected_hash: str, heading: str | None = None,
@@ -593,15 +600,13 @@ def authored_commit(state: ServerState, paths: list[str], message: str) -> dict[
 
 
 def _authored(vault: Any, paths: list[str], message: str) -> dict[str, Any]:
-    from .tokens import LOCAL, current
-
-    who = current()
-    if who == LOCAL:
+    name = _token_name()
+    if name is None:
         return {}
     from ..team.authored import commit_as
 
-    return {"git": commit_as(vault, paths, who.name, f"{message}\n\nWritten through the MCP server by "
-                                                      f"token {who.name!r}.")}
+    return {"git": commit_as(vault, paths, name, f"{message}\n\nWritten through the MCP server by "
+                                                 f"token {name!r}.")}
 
 
 def _relative(state: ServerState, written: Any) -> str:
