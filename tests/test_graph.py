@@ -75,9 +75,8 @@ def test_adjacency_matches_one_hop_neighbourhoods(template_vault) -> None:
         assert adj[i] == set(graph.neighbourhood(store.conn, [i], 1)), i
 
 
-def test_adjacency_counts_hubs_in_sql_without_loading_their_links(make_vault) -> None:
-    """With a limit, a hub (more distinct neighbours than the limit, duplicate links and self-links
-    not counted) reads as more than the limit; every other note keeps its exact neighbours."""
+def test_hubs_are_counted_in_sql_by_distinct_neighbours(make_vault) -> None:
+    """A hub has more distinct neighbours than the limit; duplicate links and self-links do not count."""
     files = {f"n{i}.md": "[[hub]] [[hub]]\n" for i in range(5)}  # duplicates count once
     files["hub.md"] = "[[hub]] [[n0]]\n"  # a self-link never counts
     files["pair.md"] = "[[n0]] [[n1]] [[n1]]\n"
@@ -88,8 +87,6 @@ def test_adjacency_counts_hubs_in_sql_without_loading_their_links(make_vault) ->
     plain = graph.adjacency(conn, everyone)
     assert len(plain[ids["hub.md"]]) == 5 and len(plain[ids["pair.md"]]) == 2
 
-    capped = graph.adjacency(conn, everyone, limit=4)
-    assert len(capped[ids["hub.md"]]) > 4
-    assert all(capped[i] == plain[i] for i in everyone if i != ids["hub.md"])
-    exact = graph.adjacency(conn, everyone, limit=5)  # five neighbours is not more than five
-    assert exact == plain
+    assert graph.hubs(conn, everyone, 4) == {ids["hub.md"]}
+    assert graph.hubs(conn, everyone, 5) == set()  # five neighbours is not more than five
+    assert graph.hubs(conn, [], 1) == set()

@@ -171,23 +171,21 @@ SELECT id FROM (
 """
 
 
-def adjacency(conn: sqlite3.Connection, note_ids: Iterable[int], limit: int | None = None) -> dict[int, set[int]]:
-    """Each note's direct neighbours (links either way), for many notes in one query.
+def hubs(conn: sqlite3.Connection, note_ids: Iterable[int], limit: int) -> set[int]:
+    """The notes among ``note_ids`` with more than ``limit`` distinct neighbours (links either way,
+    self-links not counted), counted in SQL: a hub's thousands of links never reach Python."""
+    ids = sorted({int(i) for i in note_ids})
+    if not ids:
+        return set()
+    return {int(r[0]) for r in conn.execute(_HUBS_SQL, {"ids": json.dumps(ids), "limit": int(limit)})}
 
-    With ``limit``, a note with more distinct neighbours than that (a hub, which graph expansion
-    never walks through) is only counted, in SQL: its thousands of links never reach Python, and
-    its set holds ``limit + 1`` negative placeholder ids, so ``len(...) > limit`` still says hub."""
+
+def adjacency(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, set[int]]:
+    """Each note's direct neighbours (links either way), for many notes in one query."""
     ids = sorted({int(i) for i in note_ids})
     out: dict[int, set[int]] = {i: set() for i in ids}
     if not ids:
         return out
-    if limit is not None:
-        hubs = {int(r[0]) for r in conn.execute(_HUBS_SQL, {"ids": json.dumps(ids), "limit": int(limit)})}
-        for h in hubs:
-            out[h] = set(range(-1, -limit - 2, -1))  # more than ``limit``: a hub, whatever its neighbours
-        ids = [i for i in ids if i not in hubs]
-        if not ids:
-            return out
     rows = conn.execute(
         "SELECT source_id, target_id FROM links WHERE target_id IS NOT NULL AND "
         "(source_id IN (SELECT value FROM json_each(:ids)) OR target_id IN (SELECT value FROM json_each(:ids)))",

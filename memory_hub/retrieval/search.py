@@ -271,17 +271,16 @@ def graph_expand(store: Store, order: list[int], scores: dict[int, float], filte
     top = order[:seeds]
     first = graph.adjacency(conn, top)  # two queries in all, however many neighbours there are
     mids = {m for s in top if len(first[s]) <= GRAPH_FANOUT for m in first[s]}
-    second = graph.adjacency(conn, mids, limit=GRAPH_FANOUT) if hops >= 2 else {}  # hubs counted in SQL
+    through = mids - graph.hubs(conn, mids, GRAPH_FANOUT) if hops >= 2 else set()  # hubs counted in SQL
+    second = graph.adjacency(conn, through)
     for seed in top:
         near = first[seed]
         if len(near) > GRAPH_FANOUT:  # an index page: everything is its neighbour, so nothing is
             continue
         reach = {nid: 1 for nid in sorted(near)}
-        for mid in sorted(near) if hops >= 2 else ():  # second hop, never through a hub
-            far = second[mid]
-            if len(far) <= GRAPH_FANOUT:
-                for nid in far:
-                    reach.setdefault(nid, 2)
+        for mid in sorted(near & through):  # second hop, never through a hub
+            for nid in second[mid]:
+                reach.setdefault(nid, 2)
         reach.pop(seed, None)
         for nid, h in reach.items():
             offer = scores[seed] * GRAPH_DECAY.get(h, 0.0)
