@@ -143,7 +143,10 @@ def measure_queries(vault: Path, xdg: Path, peers: Path, queries: list[str], rou
         qmd.call("query", {"searches": [{"type": "lex", "query": queries[0]}], "limit": 10, "rerank": False})
         times: dict[str, list[float]] = {"mh_stdio": [], "qmd_stdio": [], "mh_http": []}
         stages: dict[str, list[float]] = {}
+        # the MCP layer: a round trip minus the search's own total (transport, JSON, tool dispatch)
+        layer: dict[str, list[float]] = {"mh_stdio": [], "mh_http": []}
         empty = {"mh": 0, "qmd": 0}
+        cpu0 = {"mh_stdio": cpu_seconds(ours.pid), "mh_http": cpu_seconds(http_proc.pid), "qmd_stdio": cpu_seconds(qmd.pid)}
         for _ in range(rounds):
             for q in queries:
                 t = time.perf_counter()
@@ -151,14 +154,19 @@ def measure_queries(vault: Path, xdg: Path, peers: Path, queries: list[str], rou
                 times["mh_stdio"].append(time.perf_counter() - t)
                 for k, v in (res.get("timings_ms") or {}).items():
                     stages.setdefault(k, []).append(float(v))
+                layer["mh_stdio"].append(times["mh_stdio"][-1] * 1000 - float((res.get("timings_ms") or {}).get("total", 0)))
                 empty["mh"] += not res.get("results")
                 t = time.perf_counter()
                 qres = qmd.call("query", {"searches": [{"type": "lex", "query": q}], "limit": 10, "rerank": False})
                 times["qmd_stdio"].append(time.perf_counter() - t)
                 empty["qmd"] += not (qres.get("structuredContent") or {}).get("results")
                 t = time.perf_counter()
-                http.call("search", {"query": q, "k": 10})
+                hres = structured(http.call("search", {"query": q, "k": 10}))
                 times["mh_http"].append(time.perf_counter() - t)
+                layer["mh_http"].append(times["mh_http"][-1] * 1000 - float((hres.get("timings_ms") or {}).get("total", 0)))
+        calls = rounds * len(queries)
+        cpu_ms = {k: round((cpu_seconds(pid) - cpu0[k]) * 1000 / calls, 2) for k, pid in
+                  (("mh_stdio", ours.pid), ("mh_http", http_proc.pid), ("qmd_stdio", qmd.pid))}
         rss = {"mh_stdio_mb": rss_mb(ours.pid), "mh_http_mb": rss_mb(http_proc.pid), "qmd_mb": rss_mb(qmd.pid)}
     finally:
         ours.close()
@@ -168,6 +176,8 @@ def measure_queries(vault: Path, xdg: Path, peers: Path, queries: list[str], rou
         http_proc.wait(timeout=20)
     out = {name: summary(v) for name, v in times.items()}
     out["stages_p50_ms"] = {k: round(statistics.median(v), 2) for k, v in sorted(stages.items())}
+    out["mcp_layer_p50_ms"] = {k: round(statistics.median(v), 2) for k, v in layer.items()}
+    out["server_cpu_ms_per_query"] = cpu_ms
     out["empty_results"] = {k: v // rounds for k, v in empty.items()}
     out["rss"] = rss
     return out
@@ -250,6 +260,9 @@ def main() -> int:
     queries = [q.strip() for q in queries_file.read_text(encoding="utf-8").splitlines()
                if q.strip() and not q.startswith("#")]
     args.work.mkdir(parents=True, exist_ok=True)
+    # byte-compiled once: with PYTHONDONTWRITEBYTECODE set every timed process would recompile its sources
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "memory_hub")], check=False,
+                   stdout=subprocess.DEVNULL)
     xdg = args.work / "xdg"
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     vault = prepare(args.data, args.work, xdg)
@@ -299,6 +312,8 @@ def main() -> int:
     print_table(rows, ["measure", "memory-hub", "qmd (BM25)", "ratio"])
     if "query" in result:
         print("memory-hub stages (p50 ms, inside search):", result["query"]["stages_p50_ms"])
+        print("MCP layer (p50 ms, round trip minus the search's total):", result["query"]["mcp_layer_p50_ms"])
+        print("server CPU per query (ms):", result["query"]["server_cpu_ms_per_query"])
     path = write_result("peers", result)
     print(f"wrote {path}")
     return 0
