@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from ..config import index_dir
@@ -54,19 +55,27 @@ def _stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=1 << 17)
+def _word_terms(compound: str) -> tuple[str, ...]:
+    """The terms one ASCII word or compound gives (a pure function of it, so cached: a vault's words
+    repeat, and building recall's index of every note spent most of its time here)."""
+    out: list[str] = []
+    if any(c in compound for c in ".-/:") and is_identifier(compound):
+        out.append(compound)
+    for w in _ASCII_WORD.findall(compound):
+        if w in STOPWORDS or (len(w) < 2 and not w.isdigit()):
+            continue
+        out.append(_stem(w) if "_" not in w else w)
+    return tuple(out)
+
+
 def tokens(text: str, *, hiragana: bool = False) -> list[str]:
     """Terms of ``text`` as recall matches them (repeats kept): stemmed words, whole identifiers,
     CJK bigrams (single characters for one-character runs)."""
     text = normalize(text).lower()
     out: list[str] = []
-    for m in _WORD.finditer(text):
-        compound = m.group(0)
-        if any(c in compound for c in ".-/:") and is_identifier(compound):
-            out.append(compound)
-        for w in _ASCII_WORD.findall(compound):
-            if w in STOPWORDS or (len(w) < 2 and not w.isdigit()):
-                continue
-            out.append(_stem(w) if "_" not in w else w)
+    for compound in _WORD.findall(text):
+        out.extend(_word_terms(compound))
     runs = [m.group(0) for m in _CONTENT_RUN.finditer(text)]
     if hiragana:
         runs += [m.group(0) for m in _HIRA_RUN.finditer(text)]
