@@ -149,6 +149,15 @@ def note_info(path: str, text: str) -> tuple[NoteInfo, dict[str, float]]:
     ), weights
 
 
+def _info_of(item: tuple[Path, str]) -> tuple[NoteInfo, dict[str, float]] | None:
+    """``note_info`` of one file, read here (runs in ``worker_map``'s processes); None: unreadable."""
+    vault, path = item
+    try:
+        return note_info(path, read_note_text(vault, path))
+    except (UnreadableNote, OSError):
+        return None
+
+
 class RecallIndex:
     """Recall's own inverted index of the vault, persisted across runs and updated incrementally."""
 
@@ -246,11 +255,21 @@ class RecallIndex:
                 self._remove(p)
                 removed += 1
             complete = True
-            for st in stats:
-                if not st.is_note:
-                    continue
-                if known.get(st.path) == (st.mtime_ns, st.size):
-                    continue
+            due = [st for st in stats if st.is_note and known.get(st.path) != (st.mtime_ns, st.size)]
+            if deadline is None and len(due) > 64:  # a first build: in worker processes (sync.PARALLEL_FROM on)
+                from ..index.sync import worker_map  # not at the top: a cold hook process never needs it
+
+                for st, found in zip(due, worker_map(_info_of, [(self.vault, st.path) for st in due]), strict=True):
+                    self._remove(st.path)
+                    if found is not None:
+                        info, weights = found
+                        weights = {sys.intern(t): w for t, w in weights.items()}  # one object per term, as below
+                        info.terms = tuple(weights)
+                        self._add(st.path, info, weights)
+                        changed += 1
+                    known[st.path] = (st.mtime_ns, st.size)
+                due = []
+            for st in due:
                 if deadline is not None and time.monotonic() > deadline:
                     complete = False
                     break
