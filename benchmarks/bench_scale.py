@@ -122,10 +122,16 @@ def measure_server(vault: Path, env: dict[str, str], queries: list[str], rounds:
             "watcher_edit_to_searchable": stats(watcher) if watcher else None}
 
 
+def edit_target(vault: Path) -> Path:
+    """The note the edit figures change: a ranked one (a template or a daily note is never returned)."""
+    concepts = vault / "05 - Concepts"
+    return sorted(concepts.rglob("*.md"))[0] if concepts.is_dir() else sorted(vault.rglob("*.md"))[0]
+
+
 def edit_through_watcher(client: StdioClient, vault: Path, edits: int = 3, deadline_s: float = 60.0) -> list[float]:
     """Seconds from writing a new word into a note until the running server's ``search`` finds it
     (lexically): the watcher's one-file sync, as an agent sees it."""
-    note = sorted(vault.rglob("*.md"))[len(list(vault.glob("*.md")))]  # a note inside a folder, not at the root
+    note = edit_target(vault)
     original = note.read_bytes()
     out: list[float] = []
     try:
@@ -175,8 +181,7 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
     row["nochange_sync"] = stats(syncs)
     row["nochange_sync_cpu_s"] = stats(cpu)
     row["nochange_sync_s"] = row["nochange_sync"]["median"]
-    note = sorted((vault / "05 - Concepts").rglob("*.md"))[0] if (vault / "05 - Concepts").is_dir() \
-        else sorted(vault.rglob("*.md"))[0]
+    note = edit_target(vault)
     original = note.read_bytes()
     edits, edit_cpu = [], []
     try:
