@@ -38,7 +38,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import percentile, print_table, write_result  # noqa: E402
+from benchmarks.common import percentile, print_table, start_http, write_result  # noqa: E402
 from benchmarks.mcp_client import HttpClient, StdioClient, cpu_seconds, rss_mb, structured  # noqa: E402
 
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
@@ -102,29 +102,9 @@ def wait_warm(client: Any, deadline_s: float = 300.0) -> None:
         time.sleep(0.5)
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_http(vault: Path, xdg: Path) -> tuple[subprocess.Popen, HttpClient]:
-    port = free_port()
-    proc = subprocess.Popen([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", "http", "--port", str(port)],
-                            env=mh_env(xdg), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import httpx
-
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0)
-            break
-        except httpx.TransportError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the HTTP server did not start") from None
-            time.sleep(0.05)
+def start_http_client(vault: Path, xdg: Path) -> tuple[subprocess.Popen, HttpClient]:
+    """``common.start_http`` (spawn, wait for /health) plus an MCP client that did the handshake."""
+    proc, port, _ = start_http(vault, env=mh_env(xdg))
     client = HttpClient(f"http://127.0.0.1:{port}/mcp")
     client.handshake()
     return proc, client
@@ -134,7 +114,7 @@ def measure_queries(vault: Path, xdg: Path, peers: Path, queries: list[str], rou
     qmd_cmd, qenv = qmd_env(peers)
     ours = StdioClient([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", "stdio"], env=mh_env(xdg))
     qmd = StdioClient([*qmd_cmd, "--index", "hub", "mcp"], env=qenv)
-    http_proc, http = start_http(vault, xdg)
+    http_proc, http = start_http_client(vault, xdg)
     try:
         ours.handshake()
         qmd.handshake()
