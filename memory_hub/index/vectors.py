@@ -80,8 +80,9 @@ ANN_FROM = 100_000
 ANN_INDEX = "IvfSq"  # 8-bit codes (4x smaller than the vectors) + exact refine: bench_ann.py
 ANN_ROWS_PER_PARTITION = 1024  # IVF partitions: rows / this (√rows-ish at 100k–1M rows)
 # partitions searched per query. e5 vectors cluster poorly (they share one strong direction): on
-# SciFact (real e5, 18 partitions) 8/18 probed gave recall@100 0.92, 14/18 gave 0.99 with hybrid
-# nDCG@10 unchanged (benchmarks/bench_ann.py). So three quarters: the gain is memory, not speed.
+# SciFact (real e5, note-level layout, 14 partitions) 7/14 probed gave recall@100 0.95, 10/14 gave
+# 0.98 with hybrid nDCG@10 -0.0014 (benchmarks/bench_ann.py; the chunk-only layout, 18 partitions:
+# 8/18 0.92, 14/18 0.99). So three quarters: the gain is memory, not speed.
 ANN_PROBE_SHARE = 0.75
 ANN_MIN_PROBES = 8
 ANN_REFINE = 4  # candidates re-scored with their full vectors: limit × this
