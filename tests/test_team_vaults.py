@@ -148,3 +148,33 @@ def test_mcp_recall_block_holds_both_vaults(two_vaults) -> None:
         assert 0 < out["tokens"] <= 400 and out["notes"] >= 2
     finally:
         close_state(state)
+
+
+def test_cli_capture_routes_like_the_mcp_tool(two_vaults, capsys) -> None:
+    """`braindump` writes to the personal vault unless `--vault NAME` or a team vault's capture_tags
+    say otherwise: the same rule (vaults.capture_vault) the MCP capture tool follows."""
+    from memory_hub.vaults import capture_vault
+
+    personal, team, _ = two_vaults
+    assert main(["braindump", "Plain zqplainword thought.", "--title", "plain", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert "vault" not in plain and (personal / plain["path"]).is_file() and not (team / plain["path"]).exists()
+    assert main(["braindump", "Broker zqtagword quota.", "--title", "tagged", "--tag", "platform", "--json"]) == 0
+    tagged = json.loads(capsys.readouterr().out)
+    assert tagged["vault"] == "platform" and (team / tagged["path"]).is_file()
+    assert not (personal / tagged["path"]).exists()
+    assert "zqtagword" in (team / tagged["path"]).read_text(encoding="utf-8")
+    assert main(["--vault", "platform", "braindump", "Named zqnameword.", "--title", "named", "--json"]) == 0
+    named = json.loads(capsys.readouterr().out)
+    assert (team / named["path"]).is_file() and not (personal / named["path"]).exists()
+    assert main(["braindump", "Named again zqnameword2.", "--title", "named2", "--vault", "platform"]) == 0
+    assert list(team.rglob("*named2.md")) and not list(personal.rglob("*named2.md"))
+    capsys.readouterr()
+    # the MCP tool's rule and the CLI's are one function
+    assert capture_vault(personal, None, ["platform"]).path == team
+    assert capture_vault(personal).path == personal
+    # a name that is neither a folder nor a configured vault is a clear error, and nothing is written
+    before = sorted(p.name for p in personal.rglob("*.md"))
+    assert main(["--vault", "nope", "braindump", "lost?"]) == 1
+    assert "vault not found" in capsys.readouterr().err
+    assert sorted(p.name for p in personal.rglob("*.md")) == before
