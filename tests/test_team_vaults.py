@@ -144,7 +144,7 @@ def test_mcp_recall_block_holds_both_vaults(two_vaults) -> None:
         out = tools.recall(state, "how do we handle kafka partition rebalancing?", 400)
         assert out["vaults"] == ["personal", "platform"]
         block = out["block"]
-        assert "|ideas.md|" in block and "|platform:runbooks/kafka.md|" in block
+        assert "|personal:ideas.md|" in block and "|platform:runbooks/kafka.md|" in block  # each line names its vault
         assert 0 < out["tokens"] <= 400 and out["notes"] >= 2
     finally:
         close_state(state)
