@@ -282,7 +282,7 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
         from .app import build_server
 
         mcp = build_server(state)
-        web = add_web_routes(mcp, state, token) if transport != "stdio" else None
+        web = add_web_routes(mcp, state, token, tokens) if transport != "stdio" else None
         _add_health_route(mcp, state, limits, web)
         if transport == "stdio":
             mcp.run("stdio", show_banner=False, log_level=log_level.upper())
@@ -386,12 +386,12 @@ def _run_http(mcp: Any, transport: str, sock: socket.socket, hosts: list[str], t
     anyio.run(main)
 
 
-def add_web_routes(mcp: Any, state: ServerState, token: str | None) -> Any:
+def add_web_routes(mcp: Any, state: ServerState, token: str | None, tokens: TokenTable | None = None) -> Any:
     """The web pages (``server/web/``) on the HTTP port, behind the same guard as ``/mcp``."""
     from .app import SEARCH_MODES
     from .web.app import Web
 
-    web = Web(state, token, SEARCH_MODES)
+    web = Web(state, token, SEARCH_MODES, tokens)
     for route in web.routes():
         mcp.custom_route(route.path, methods=sorted(route.methods - {"HEAD"}))(route.endpoint)
     return web
