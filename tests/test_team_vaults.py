@@ -178,3 +178,24 @@ def test_cli_capture_routes_like_the_mcp_tool(two_vaults, capsys) -> None:
     assert main(["--vault", "nope", "braindump", "lost?"]) == 1
     assert "vault not found" in capsys.readouterr().err
     assert sorted(p.name for p in personal.rglob("*.md")) == before
+
+
+def test_status_says_whether_each_team_vault_is_watched(two_vaults) -> None:
+    import time
+
+    from memory_hub.server import tools
+    from memory_hub.server.run import close_state, open_state
+
+    personal, team, _ = two_vaults
+    state = open_state(personal, warm=False, hooks_socket=False)
+    try:
+        deadline = time.monotonic() + 60
+        while not isinstance(tools.status(state)["team_vaults"]["platform"]["watcher"], dict):
+            assert time.monotonic() < deadline, "the team vault's watcher never started"
+            time.sleep(0.1)
+        out = tools.status(state)["team_vaults"]
+        assert out["platform"]["watcher"]["alive"] and out["platform"]["path"] == str(team)
+        assert out["missing"]["missing"] is True  # configured, not on disk: said, not silent
+    finally:
+        close_state(state)
+    assert not state.extras["team"].watchers  # closing the server stops the team vaults' watchers too

@@ -108,8 +108,12 @@ class TeamVaults:
         out = {}
         for ref in self.vaults.refs[1:]:
             w = self.watchers.get(ref.name)
-            out[ref.name] = {"path": str(ref.path), "watcher": None if w is None else {
-                "mode": w.mode, "pending": w.pending, "syncs": w.syncs, "last_error": w.last_error}}
+            out[ref.name] = {"path": str(ref.path), "watcher": "off" if w is None else {
+                "alive": w.alive, "mode": w.mode, "pending": w.pending, "syncs": w.syncs,
+                **({"reason": w.fallback_reason} if w.fallback_reason else {}),
+                **({"last_error": w.last_error} if w.last_error else {})}}
+        for ref in self.vaults.missing:
+            out[ref.name] = {"path": str(ref.path), "missing": True}
         return out
 
     def close(self) -> None:

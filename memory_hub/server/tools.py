@@ -606,6 +606,11 @@ def status(state: ServerState) -> dict[str, Any]:
         out["watcher"] = "off"
     if pending:
         out["stale"] = f"{pending} file(s) changed since the last sync; they will be indexed shortly"
+    from .team_vaults import for_state
+
+    team = for_state(state)
+    if team is not None:  # each team vault served beside this one, and whether a watcher keeps it fresh
+        out["team_vaults"] = team.status()
     return out
 
 
