@@ -199,3 +199,19 @@ def test_status_says_whether_each_team_vault_is_watched(two_vaults) -> None:
     finally:
         close_state(state)
     assert not state.extras["team"].watchers  # closing the server stops the team vaults' watchers too
+
+
+def test_cli_recall_asks_the_team_vaults_of_this_folder(two_vaults, capsys, monkeypatch) -> None:
+    personal, _team, tmp_path = two_vaults
+    project = tmp_path / "src" / "payments"
+    project.mkdir(parents=True)
+    monkeypatch.chdir(project)
+    assert main(["recall", "how do we handle kafka partition rebalancing?", "--json", "--in-process"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["vaults"] == ["personal", "platform"]
+    assert "personal:ideas.md" in data["injected"] and "platform:runbooks/kafka.md" in data["injected"]
+    assert any("'missing'" in w for w in data["warnings"])  # a configured vault that is not there is said
+    monkeypatch.chdir(tmp_path)  # outside the project: this vault alone
+    assert main(["recall", "how do we handle kafka partition rebalancing?", "--json", "--in-process"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert "ideas.md" in alone["injected"] and not any(p.startswith("platform:") for p in alone["injected"])
