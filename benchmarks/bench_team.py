@@ -29,7 +29,6 @@ import asyncio
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import latency_summary, print_table, stop, write_result  # noqa: E402
+from benchmarks.common import latency_summary, print_table, start_http, stop, write_result  # noqa: E402
 from memory_hub.config import template_dir  # noqa: E402
 from memory_hub.index.store import Store  # noqa: E402
 from memory_hub.retrieval.search import search  # noqa: E402
@@ -217,12 +216,6 @@ def bench_team_recall(root: Path, team: Path, runs: int) -> dict:
     return out
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def _client(url: str, token: str, seconds: float, write: bool, lat: list[float]) -> int:
     from fastmcp import Client
 
@@ -260,23 +253,9 @@ def bench_server(vault: Path, root: Path, seconds: float) -> dict:
     tokens = root / "tokens.toml"
     tokens.write_text("".join(f'[tokens.user{i}]\nsha256 = "{hashlib.sha256(s.encode()).hexdigest()}"\n'
                               f'scope = "write"\nrate_per_minute = 0\n' for i, s in enumerate(secrets)), encoding="utf-8")
-    port = _port()
     env = {k: v for k, v in os.environ.items() if k != "MEMORY_HUB_TOKEN"} | {"MEMORY_HUB_TOKENS_FILE": str(tokens)}
-    proc = subprocess.Popen([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", "http", "--port", str(port),
-                             "--no-warm"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, port, _ = start_http(vault, ["--no-warm"], env=env, headers={"Authorization": f"Bearer {secrets[0]}"})
     try:
-        import httpx
-
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/health", headers={"Authorization": f"Bearer {secrets[0]}"},
-                          timeout=1)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("server did not start") from None
-                time.sleep(0.1)
         url = f"http://127.0.0.1:{port}/mcp"
         readers = asyncio.run(_load(url, secrets, seconds, 0))
         mixed = asyncio.run(_load(url, secrets, seconds, 2))

@@ -80,8 +80,16 @@ def hook(vault: Path, session: str, cwd: Path, prompt: str = PROMPT) -> str:
     return json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"] if proc.stdout.strip() else ""
 
 
-def last_recall(vault: Path) -> dict:
-    return [e for e in telemetry.events(vault) if e.get("event") == "recall"][-1]
+def recall_of(vault: Path, session: str, bound: float = 30.0) -> dict:
+    """The telemetry line of a session's last prompt (a cold hook writes it from a forked child after
+    it replied, so it may come a moment after the hook process ended)."""
+    deadline = time.monotonic() + bound
+    while True:
+        found = [e for e in telemetry.events(vault) if e.get("event") == "recall" and e.get("session") == session]
+        if found:
+            return found[-1]
+        assert time.monotonic() < deadline, f"no recall line for session {session}"
+        time.sleep(0.05)
 
 
 class Server:
@@ -126,7 +134,7 @@ def test_every_prompt_recalls_the_team_vaults_of_its_folder_warm_and_cold(team_s
     assert "personal:ideas.md" in refs and "platform:runbooks/kafka.md" in refs
     assert all(ref.split(":", 1)[0] in ("personal", "platform") for ref in refs)
     assert [int(line.split("|")[0]) for line in lines] == list(range(1, len(lines) + 1))
-    event = last_recall(personal)
+    event = recall_of(personal, "cold-1")
     assert event["served_by"] == "cold" and event["vaults"]["asked"] == ["personal", "platform"]
     assert event["injected"] == refs
     # outside the project folder the team vault is not asked: the personal vault alone, unprefixed
@@ -141,11 +149,11 @@ def test_every_prompt_recalls_the_team_vaults_of_its_folder_warm_and_cold(team_s
         def served_warm() -> str | None:
             session = f"warm-{next(n)}"
             hook(personal, session, project)
-            return session if last_recall(personal)["served_by"] == "warm" else None
+            return session if recall_of(personal, session)["served_by"] == "warm" else None
 
         session = poll(served_warm, "a prompt served by the running server")
         warm = hook(personal, "warm-fresh", project)
-        assert last_recall(personal)["served_by"] == "warm"
+        assert recall_of(personal, "warm-fresh")["served_by"] == "warm"
         assert warm == cold  # the same block through the running server as in a cold process
         assert "platform:" not in hook(personal, "warm-elsewhere", team_setup["elsewhere"])
         assert hook(personal, session, project) == ""  # already shown this session, warm too
@@ -180,6 +188,7 @@ def test_a_running_server_keeps_its_team_vaults_fresh(team_setup) -> None:
         poll(lambda: "platform:runbooks/etcd.md" in hook(personal, f"edit-{next(n)}", project,
                                                           "etcd defragment zqyetcdword members"),
              "a hand-edited team note recalled through the running server")
-        assert last_recall(personal)["served_by"] == "warm"
+        assert "platform:runbooks/etcd.md" in hook(personal, "edit-final", project, "etcd defragment zqyetcdword")
+        assert recall_of(personal, "edit-final")["served_by"] == "warm"  # through the server, not a cold process
     finally:
         server.stop()

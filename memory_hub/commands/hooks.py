@@ -19,10 +19,10 @@ def cmd_hook(args: argparse.Namespace) -> int:
     if args.agent == "codex":
         from ..hooks.codex import run
 
-        return run(args.vault)
+        return run(args.vault, detach=True)
     from ..hooks.claude_code import run
 
-    return run("claude-code", args.vault)
+    return run("claude-code", args.vault, detach=True)
 
 
 def _project(args: argparse.Namespace) -> Path | None:

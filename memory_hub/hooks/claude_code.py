@@ -29,6 +29,7 @@ DEFAULT_DEADLINE = 3.0  # seconds for UserPromptSubmit, end to end
 SOCKET_TIMEOUT = 1.0
 SAVE_EVENTS = ("PreCompact", "Stop", "SubagentStop", "SessionEnd")
 READ_TOOLS = ("Read", "read_file", "view", "View")
+AFTER_REPLY: list[Callable[[], None]] = []  # work that must happen but need not delay the reply
 
 
 def _deadline() -> float:
@@ -100,7 +101,9 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
             recaller = cold_recaller(vault, Path(cwd) if cwd else None)
             box["out"] = answer(recaller, prompt, session_id, served_by="cold", budget=budget,
                                 deadline=started + deadline * 0.7, fallback=fallback, extra={"agent": agent},
-                                hint_until=min(time.monotonic() + hint_wait, started + deadline * 0.85))
+                                hint_until=min(time.monotonic() + hint_wait, started + deadline * 0.85),
+                                defer_record=True)
+            AFTER_REPLY.append(box["out"].pop("record"))
         except Exception as exc:  # noqa: BLE001 - reported in telemetry, never raised into the agent
             box["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -172,8 +175,11 @@ def handle(event: dict[str, Any], vault: Path, agent: str = "claude-code",
 
 
 def run(agent: str, vault_arg: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None,
-        handler: Callable[..., dict[str, Any] | None] = handle) -> int:
-    """Read one event from stdin, handle it under a hard deadline, print the reply; always 0."""
+        handler: Callable[..., dict[str, Any] | None] = handle, detach: bool = False) -> int:
+    """Read one event from stdin, handle it under a hard deadline, print the reply; always 0.
+
+    ``detach`` (the real hook process) finishes ``AFTER_REPLY`` in a forked child so the agent,
+    which waits for this process to exit, is not kept waiting; in-process callers finish inline."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     vault, problem = _vault(vault_arg)  # before the deadline: the vault's settings may set it
@@ -203,4 +209,36 @@ def run(agent: str, vault_arg: str | None = None, stdin: TextIO | None = None, s
             stdout.flush()
         except OSError:
             pass
+    finish_after_reply(detach)
     return 0
+
+
+def finish_after_reply(detach: bool) -> None:
+    """Run ``AFTER_REPLY``: inline, or (``detach``, where fork exists) in a child that owns none of
+    the agent's pipes, so the parent exits at once. A failure is dropped: it is telemetry."""
+    tasks = list(AFTER_REPLY)
+    AFTER_REPLY.clear()
+    if not tasks:
+        return
+    pid = -1
+    if detach and hasattr(os, "fork"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = -1
+        if pid > 0:
+            return
+    if pid == 0:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+    for task in tasks:
+        try:
+            task()
+        except Exception:  # noqa: BLE001, S112 - telemetry never fails a hook
+            continue
+    if pid == 0:
+        os._exit(0)

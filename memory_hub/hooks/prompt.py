@@ -32,13 +32,17 @@ def store_hint(recaller: Recaller | VaultsRecaller, session_id: str, terms: list
 
 def answer(recaller: Recaller | VaultsRecaller, prompt: str, session_id: str | None = None, *, served_by: str = "cold",
            budget: int = 1200, deadline: float | None = None, fallback: str | None = None,
-           extra: dict[str, Any] | None = None, hint_until: float | None = None) -> dict[str, Any]:
+           extra: dict[str, Any] | None = None, hint_until: float | None = None,
+           defer_record: bool = False) -> dict[str, Any]:
     """Recall for a prompt; returns {"block", "injected", "telemetry"} and records both.
 
     ``recaller`` is one vault's, or several vaults' fused (``team/recall.py``): sessions, hints and
     telemetry live in the first vault either way.
     ``deadline`` bounds recall's own work (a monotonic time); ``hint_until`` is when this turn's hint
-    must have arrived (default: ``hints.wait_seconds()`` from now)."""
+    must have arrived (default: ``hints.wait_seconds()`` from now). With ``defer_record`` the
+    telemetry line is not written yet: the result's ``"record"`` writes it. A cold hook process
+    calls that after it has printed its block, because the line keeps the prompt redacted and the
+    redactor's ~120 rules take ~0.15 s to compile in a fresh process (the warm server has them)."""
     t0 = time.perf_counter()
     record = session.load(recaller.vault, session_id) if session_id else {"injected": []}
     seen = [e["path"] for e in record["injected"] if isinstance(e, dict) and "path" in e]
@@ -62,8 +66,14 @@ def answer(recaller: Recaller | VaultsRecaller, prompt: str, session_id: str | N
         "not-asked" if hints.configured() is not None else hints.NO_LLM)  # not-asked: a trivial prompt
     if fallback:
         event["fallback"] = fallback + (f"; {event['fallback']}" if event.get("fallback") else "")
-    event.update(telemetry.prompt_fields(recaller.vault, prompt, result.text))
-    telemetry.record(recaller.vault, event)
+
+    def record() -> None:
+        event.update(telemetry.prompt_fields(recaller.vault, prompt, result.text))
+        telemetry.record(recaller.vault, event)
+
+    if defer_record:
+        return {"block": result.text, "injected": injected, "telemetry": event, "record": record}
+    record()
     return {"block": result.text, "injected": injected, "telemetry": event}
 
 
