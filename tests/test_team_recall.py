@@ -190,5 +190,12 @@ def test_a_running_server_keeps_its_team_vaults_fresh(team_setup) -> None:
              "a hand-edited team note recalled through the running server")
         assert "platform:runbooks/etcd.md" in hook(personal, "edit-final", project, "etcd defragment zqyetcdword")
         assert recall_of(personal, "edit-final")["served_by"] == "warm"  # through the server, not a cold process
+        # `memory-hub search` asks the running server for its team vaults too
+        found = subprocess.run([MEMORY_HUB, "--vault", str(personal), "search", "zqyetcdword", "--json", "--mode",
+                                "lexical"], capture_output=True, text=True, timeout=60, env=dict(os.environ))
+        assert found.returncode == 0, found.stderr
+        data = json.loads(found.stdout)
+        assert [r["ref"] for r in data["results"]] == ["platform:runbooks/etcd.md"]
+        assert data["served_by"] == {"personal": "server", "platform": "server"}
     finally:
         server.stop()

@@ -15,7 +15,8 @@ uid (``SO_PEERCRED``). The protocol is one JSON object per line each way:
 ``{"op": "ping"}`` → ``{"ok": true, "vault": …, "pid": …}``
 ``{"op": "recall", "prompt": …, "session_id": …, "budget": 1200, "hint_wait_ms": 1000, "cwd": …}`` →
 ``{"ok": true, "block": …, …}`` (``hint_wait_ms``: how long recall may wait for a same-turn hint;
-``cwd``: the folder the prompt was asked in, which picks the team vaults its hooks ask, ``vaults.py``)
+``cwd``: the folder the prompt was asked in, which picks the team vaults its hooks ask, ``vaults.py``).
+``{"op": "search", …, "team_vault": NAME}`` searches a team vault the server serves beside its own.
 ``{"op": "search", "query": …, "k": 10, "mode": null, "filters": {…}, "explain": false}`` →
 ``{"ok": true, "results": […], …}`` (what ``memory-hub search --json`` prints; the CLI asks here first)
 
@@ -172,11 +173,20 @@ def _search(state: Any, request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "error": "path_prefix and since must be strings"}
     filters = Filters(kinds=lists["kinds"] or None, tags=lists["tags"] or None, **texts)
     explain = request.get("explain") is True
+    search, where = state.search, state.vault
+    if request.get("team_vault") is not None:  # a team vault this server serves beside its own
+        from .team_vaults import for_state
+
+        team, name = for_state(state), request.get("team_vault")
+        ref = next((r for r in team.vaults.refs[1:] if r.name == name), None) if team is not None else None
+        if ref is None:
+            return {"ok": False, "error": f"this server serves no team vault named {name!r}"}
+        search, where = team.searcher(ref).search, ref.path
     try:
-        result = state.search(query, k=k, filters=filters, mode=mode, explain=explain)
+        result = search(query, k=k, filters=filters, mode=mode, explain=explain)
     except QueryError as exc:
         return {"ok": False, "error": str(exc), "query_error": True}
-    return {"ok": True, "vault": str(state.vault), **result_json(result, explain)}
+    return {"ok": True, "vault": str(where), **result_json(result, explain)}
 
 
 # op name → handler(state, request) → reply. The one place to add a request.
