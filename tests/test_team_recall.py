@@ -142,6 +142,7 @@ def test_every_prompt_recalls_the_team_vaults_of_its_folder_warm_and_cold(team_s
     assert "|ideas.md|" in alone and "platform:" not in alone and "personal:" not in alone
     # the session remembers what it was shown, in every vault
     assert "kafka" not in hook(personal, "cold-1", project).lower()
+    assert "ideas.md" not in hook(personal, "cold-1", team_setup["elsewhere"])  # shown as personal:ideas.md
 
     server = Server(personal)
     try:

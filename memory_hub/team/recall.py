@@ -45,8 +45,9 @@ class VaultsRecaller:
         """One vault: its own recall, untouched. Several: each vault's recall fused into one block.
         ``exclude`` holds what the session was shown (``vault:path``, or a plain path of the primary)."""
         if len(self.named) == 1:  # one vault (the others missing, at most): its own block, paths unprefixed
-            alone = self.named[0][1].recall(prompt, exclude=exclude, budget=budget, deadline=deadline, hint=hint,
-                                            **kwargs)
+            name, recaller = self.named[0]
+            mine = [p[len(name) + 1:] if name and p.startswith(name + ":") else p for p in exclude]
+            alone = recaller.recall(prompt, exclude=mine, budget=budget, deadline=deadline, hint=hint, **kwargs)
             alone.warnings += [w for w in self.warnings if w not in alone.warnings]
             return alone
         seen = list(exclude)
