@@ -215,3 +215,35 @@ def test_cli_recall_asks_the_team_vaults_of_this_folder(two_vaults, capsys, monk
     assert main(["recall", "how do we handle kafka partition rebalancing?", "--json", "--in-process"]) == 0
     alone = json.loads(capsys.readouterr().out)
     assert "ideas.md" in alone["injected"] and not any(p.startswith("platform:") for p in alone["injected"])
+
+
+def test_a_watched_team_vault_embeds_a_hand_edit_once_its_vectors_are_open(two_vaults) -> None:
+    import time
+
+    from memory_hub.retrieval.searcher import Searcher
+    from memory_hub.server import tools
+    from memory_hub.server.run import close_state, open_state
+    from memory_hub.server.team_vaults import for_state
+
+    personal, team, _ = two_vaults
+    built = Searcher(team)
+    built.sync_vectors(progress=False)  # the team vault has vectors, as `memory-hub index` leaves it
+    built.close()
+    state = open_state(personal, warm=False, hooks_socket=False)
+    try:
+        deadline = time.monotonic() + 60
+        while "platform" not in getattr(for_state(state), "watchers", {}):
+            assert time.monotonic() < deadline, "the team vault's watcher never started"
+            time.sleep(0.1)
+        tools.search(state, "kafka broker restart", k=3, mode="hybrid")  # opens the team vault's vectors
+        ref = state.extras["team"].vaults.get("platform")
+        searcher = state.extras["team"].searcher(ref)
+        assert searcher.vectors_open
+        (team / "runbooks" / "etcd.md").write_text("# Etcd defrag\n\nDefragment the etcd members one by one.\n",
+                                                   encoding="utf-8")
+        deadline = time.monotonic() + 120
+        while searcher.vectors.notes_covered(searcher.store) != (3, 3):
+            assert time.monotonic() < deadline, searcher.vectors.notes_covered(searcher.store)
+            time.sleep(0.2)
+    finally:
+        close_state(state)

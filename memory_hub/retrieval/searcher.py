@@ -55,6 +55,11 @@ class Searcher:
                 self._vectors = VectorIndex(self.vault, emb, self._fingerprint())
             return self._vectors
 
+    @property
+    def vectors_open(self) -> bool:
+        """Whether the vector index is open (its model loaded): keeping vectors fresh then loads nothing."""
+        return self._vectors is not None
+
     def _fingerprint(self) -> str | None:
         try:
             return embedder_fingerprint(self._embedder_spec)

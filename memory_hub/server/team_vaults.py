@@ -5,7 +5,8 @@ search, recall and the hooks over every configured vault (``vaults.py``). Each t
 own index, opened once per server (``Searcher``), its own ``Recaller`` (fed by the same change
 listener as the server's own, so a prompt never pays for a stat walk), and, when the server
 watches files, its own ``Watcher``: a note that ``sync --remote`` pulled into a team vault, or
-that a person edited there, is searchable a moment later without a restart. Where file events are
+that a person edited there, is searchable a moment later without a restart (and embedded, once a
+hybrid search of that vault has loaded its model). Where file events are
 not available the watcher falls back to polling, as for the server's own vault (``watcher.py``).
 """
 
@@ -94,7 +95,8 @@ class TeamVaults:
                 continue
             try:
                 searcher = self.searcher(ref)
-                self.watchers[ref.name] = Watcher(ref.path, searcher.store, rescan_every=rescan_every).start()
+                self.watchers[ref.name] = Watcher(ref.path, searcher.store, rescan_every=rescan_every,
+                                                  on_synced=_embed_changes(searcher, ref.name)).start()
             except Exception as exc:  # noqa: BLE001 - searched on demand, refreshed by recall's walk instead
                 log.warning("team vault %s is not watched (searches sync it on first use only): %s", ref.name, exc)
                 continue
@@ -120,6 +122,20 @@ class TeamVaults:
         for watcher in self.watchers.values():
             watcher.stop()
         self.watchers.clear()
+
+
+def _embed_changes(searcher: Any, name: str) -> Any:
+    """After a team vault's watcher synced a change: embed it too, once a hybrid search of that vault
+    has loaded its model (before that no model is loaded for it here; ``index`` embeds later)."""
+    def after(report: Any) -> None:
+        if not getattr(report, "changed", True) or not searcher.vectors_open:
+            return
+        try:
+            searcher.sync_vectors(progress=False)
+        except Exception as exc:  # noqa: BLE001 - the lexical index is fresh; the next change tries again
+            log.warning("team vault %s: vectors not updated: %s", name, exc)
+
+    return after
 
 
 def for_state(state: Any) -> TeamVaults | None:
