@@ -239,6 +239,7 @@ def test_a_watched_team_vault_embeds_a_hand_edit_once_its_vectors_are_open(two_v
         ref = state.extras["team"].vaults.get("platform")
         searcher = state.extras["team"].searcher(ref)
         assert searcher.vectors_open
+        assert searcher.embedder is state.searcher.embedder  # one model in the server, shared by its vaults
         (team / "runbooks" / "etcd.md").write_text("# Etcd defrag\n\nDefragment the etcd members one by one.\n",
                                                    encoding="utf-8")
         deadline = time.monotonic() + 120

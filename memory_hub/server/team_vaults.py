@@ -41,10 +41,14 @@ class TeamVaults:
         with self._lock:
             found = self._searchers.get(ref.path)
             if found is None:
+                from ..config import settings
                 from ..index.sync import sync
                 from ..retrieval.searcher import Searcher
 
-                found = Searcher(ref.path)
+                found = Searcher(ref.path, mode=settings(ref.path)["search.mode"])
+                own = self.state.searcher
+                if isinstance(own, Searcher):
+                    found.share_models(own)  # one embedding model in the server, not one per vault
                 sync(ref.path, store=found.store, progress=False)  # what changed while no server ran
                 self._searchers[ref.path] = found
             return found
