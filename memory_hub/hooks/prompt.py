@@ -19,9 +19,10 @@ from ..eval import telemetry
 from ..retrieval import hints, session
 from ..retrieval.recall import Recaller
 from ..retrieval.recall_modes import is_trivial
+from ..team.recall import VaultsRecaller
 
 
-def store_hint(recaller: Recaller, session_id: str, terms: list[str] | None, error: str | None = None) -> None:
+def store_hint(recaller: Recaller | VaultsRecaller, session_id: str, terms: list[str] | None, error: str | None = None) -> None:
     """Keep a computed hint as the session's previous hint (or record why there is none)."""
     if terms:
         session.update(recaller.vault, session_id, hint={"terms": terms, "at": time.time()}, hint_pending=None)
@@ -29,12 +30,14 @@ def store_hint(recaller: Recaller, session_id: str, terms: list[str] | None, err
         session.update(recaller.vault, session_id, hint_pending=None, hint_error=error[:200])
 
 
-def answer(recaller: Recaller, prompt: str, session_id: str | None = None, *, served_by: str = "cold",
+def answer(recaller: Recaller | VaultsRecaller, prompt: str, session_id: str | None = None, *, served_by: str = "cold",
            budget: int = 1200, deadline: float | None = None, fallback: str | None = None,
            extra: dict[str, Any] | None = None, hint_until: float | None = None,
            defer_record: bool = False) -> dict[str, Any]:
     """Recall for a prompt; returns {"block", "injected", "telemetry"} and records both.
 
+    ``recaller`` is one vault's, or several vaults' fused (``team/recall.py``): sessions, hints and
+    telemetry live in the first vault either way.
     ``deadline`` bounds recall's own work (a monotonic time); ``hint_until`` is when this turn's hint
     must have arrived (default: ``hints.wait_seconds()`` from now). With ``defer_record`` the
     telemetry line is not written yet: the result's ``"record"`` writes it. A cold hook process
@@ -74,7 +77,7 @@ def answer(recaller: Recaller, prompt: str, session_id: str | None = None, *, se
     return {"block": result.text, "injected": injected, "telemetry": event}
 
 
-def _keep_hint_for_next_prompt(recaller: Recaller, session_id: str, prompt: str, race: hints.HintRace,
+def _keep_hint_for_next_prompt(recaller: Recaller | VaultsRecaller, session_id: str, prompt: str, race: hints.HintRace,
                                served_by: str) -> None:
     call = race.call
     assert call is not None
