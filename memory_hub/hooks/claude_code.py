@@ -79,9 +79,12 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
     # With an LLM endpoint, recall may wait this long for a same-turn hint (never past our deadline).
     hint_wait = min(hint_seconds(), deadline * 0.4) if llm_configured() else 0.0
     try:
+        wait = min(SOCKET_TIMEOUT, deadline * 0.4) + hint_wait
+        # reply_by: past it this process has given up and recalls cold, so the server must not
+        # remember its block as shown to the session (the cold block would then leave those out).
         reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id, "budget": budget,
-                                "hint_wait_ms": int(hint_wait * 1000), "cwd": cwd},
-                        timeout=min(SOCKET_TIMEOUT, deadline * 0.4) + hint_wait)
+                                "hint_wait_ms": int(hint_wait * 1000), "cwd": cwd, "reply_by": time.time() + wait},
+                        timeout=wait)
     except UnsafeSocketDir as exc:  # another user could be listening: never ask it, say why
         reply, unsafe = None, f"unsafe-socket: {exc}"
     else:

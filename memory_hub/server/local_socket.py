@@ -145,9 +145,12 @@ def _recall(state: Any, request: dict[str, Any]) -> dict[str, Any]:
         hint_until = time.monotonic() + max(0, min(wait_ms, 10_000)) / 1000
     cwd = request.get("cwd")
     recaller = prompt_recaller(state, Path(cwd) if isinstance(cwd, str) and cwd.startswith("/") else None)
+    reply_by = request.get("reply_by")
     out = answer(recaller, prompt, session_id if isinstance(session_id, str) else None,
                  served_by="cli-warm" if request.get("client") == "cli" else "warm", budget=budget,
-                 hint_until=hint_until)
+                 hint_until=hint_until,
+                 reply_by=float(reply_by) if isinstance(reply_by, (int, float)) and not isinstance(reply_by, bool)
+                 else None)
     return {"ok": True, **out}
 
 
