@@ -102,6 +102,25 @@ def test_after_reply_work_runs_in_a_forked_child(tmp_path: Path) -> None:
     assert child["pid"] != parent["pid"] and child["sid"] == child["pid"]  # its own session: no agent pipes
 
 
+def test_a_block_the_hook_gave_up_on_is_not_remembered_as_shown(template_vault) -> None:
+    from memory_hub.server.state import ServerState
+
+    vault, _ = template_vault
+    state = ServerState.open(vault)
+    handle = local_socket.start(state)
+    try:
+        ask = {"op": "recall", "prompt": PROMPT, "budget": 1200}
+        late = local_socket.request(vault, {**ask, "session_id": "gave-up", "reply_by": time.time() - 1}, timeout=60)
+        on_time = local_socket.request(vault, {**ask, "session_id": "waited", "reply_by": time.time() + 60},
+                                       timeout=60)
+    finally:
+        handle.close()
+    assert late["ok"] and "tls-certificate-rotation.md" in late["block"] and late["telemetry"]["late"] is True
+    assert session.load(vault, "gave-up")["injected"] == []  # the cold recall that follows still shows it
+    assert on_time["injected"] and "late" not in on_time["telemetry"]
+    assert [e["path"] for e in session.load(vault, "waited")["injected"]] == on_time["injected"]
+
+
 def test_prompt_warm_over_the_socket_from_a_real_hook_process(template_vault) -> None:
     from memory_hub.server.state import ServerState
 

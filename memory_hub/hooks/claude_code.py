@@ -1,7 +1,9 @@
 """``memory-hub hook claude-code``: Claude Code's hook events in, at most one JSON object out.
 
 * ``UserPromptSubmit`` → the ``<vault-memory>`` block as ``additionalContext``: asked of the warm
-  server over the local socket first, computed in-process when no server answers.
+  server over the local socket first, computed in-process when no server answers; over this vault
+  and the team vaults configured for the prompt's folder (``cwd``), one fused ranking
+  (``team/recall.py``).
 * ``PostToolUse`` of a file read inside the vault → one read recorded in the usage log (the note
   itself is never written).
 * ``PreCompact`` / ``Stop`` / ``SubagentStop`` / ``SessionEnd`` → the transcript tail saved as a
@@ -71,14 +73,18 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
     from ..config import settings
 
     prompt = event.get("prompt") if isinstance(event.get("prompt"), str) else ""
+    cwd = event.get("cwd") if isinstance(event.get("cwd"), str) and event["cwd"].startswith("/") else None
     session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
     budget = settings(vault)["hooks.budget"]
     # With an LLM endpoint, recall may wait this long for a same-turn hint (never past our deadline).
     hint_wait = min(hint_seconds(), deadline * 0.4) if llm_configured() else 0.0
     try:
+        wait = min(SOCKET_TIMEOUT, deadline * 0.4) + hint_wait
+        # reply_by: past it this process has given up and recalls cold, so the server must not
+        # remember its block as shown to the session (the cold block would then leave those out).
         reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id, "budget": budget,
-                                "hint_wait_ms": int(hint_wait * 1000)},
-                        timeout=min(SOCKET_TIMEOUT, deadline * 0.4) + hint_wait)
+                                "hint_wait_ms": int(hint_wait * 1000), "cwd": cwd, "reply_by": time.time() + wait},
+                        timeout=wait)
     except UnsafeSocketDir as exc:  # another user could be listening: never ask it, say why
         reply, unsafe = None, f"unsafe-socket: {exc}"
     else:
@@ -90,11 +96,12 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
     box: dict[str, Any] = {}
 
     def cold() -> None:
-        from ..retrieval.recall import Recaller
+        from ..team.recall import cold_recaller
         from .prompt import answer
 
         try:
-            recaller = Recaller(vault)
+            # this vault and the team vaults its hooks ask in this folder (vaults.py), as the server would
+            recaller = cold_recaller(vault, Path(cwd) if cwd else None)
             box["out"] = answer(recaller, prompt, session_id, served_by="cold", budget=budget,
                                 deadline=started + deadline * 0.7, fallback=fallback, extra={"agent": agent},
                                 hint_until=min(time.monotonic() + hint_wait, started + deadline * 0.85),
