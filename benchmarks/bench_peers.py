@@ -38,7 +38,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import percentile, print_table, write_result  # noqa: E402
+from benchmarks.common import percentile, print_table, start_http, write_result  # noqa: E402
 from benchmarks.mcp_client import HttpClient, StdioClient, cpu_seconds, rss_mb, structured  # noqa: E402
 
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
@@ -102,29 +102,9 @@ def wait_warm(client: Any, deadline_s: float = 300.0) -> None:
         time.sleep(0.5)
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_http(vault: Path, xdg: Path) -> tuple[subprocess.Popen, HttpClient]:
-    port = free_port()
-    proc = subprocess.Popen([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", "http", "--port", str(port)],
-                            env=mh_env(xdg), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import httpx
-
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0)
-            break
-        except httpx.TransportError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the HTTP server did not start") from None
-            time.sleep(0.05)
+def start_http_client(vault: Path, xdg: Path) -> tuple[subprocess.Popen, HttpClient]:
+    """``common.start_http`` (spawn, wait for /health) plus an MCP client that did the handshake."""
+    proc, port, _ = start_http(vault, env=mh_env(xdg))
     client = HttpClient(f"http://127.0.0.1:{port}/mcp")
     client.handshake()
     return proc, client
@@ -134,7 +114,7 @@ def measure_queries(vault: Path, xdg: Path, peers: Path, queries: list[str], rou
     qmd_cmd, qenv = qmd_env(peers)
     ours = StdioClient([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", "stdio"], env=mh_env(xdg))
     qmd = StdioClient([*qmd_cmd, "--index", "hub", "mcp"], env=qenv)
-    http_proc, http = start_http(vault, xdg)
+    http_proc, http = start_http_client(vault, xdg)
     try:
         ours.handshake()
         qmd.handshake()
@@ -143,7 +123,10 @@ def measure_queries(vault: Path, xdg: Path, peers: Path, queries: list[str], rou
         qmd.call("query", {"searches": [{"type": "lex", "query": queries[0]}], "limit": 10, "rerank": False})
         times: dict[str, list[float]] = {"mh_stdio": [], "qmd_stdio": [], "mh_http": []}
         stages: dict[str, list[float]] = {}
+        # the MCP layer: a round trip minus the search's own total (transport, JSON, tool dispatch)
+        layer: dict[str, list[float]] = {"mh_stdio": [], "mh_http": []}
         empty = {"mh": 0, "qmd": 0}
+        cpu0 = {"mh_stdio": cpu_seconds(ours.pid), "mh_http": cpu_seconds(http_proc.pid), "qmd_stdio": cpu_seconds(qmd.pid)}
         for _ in range(rounds):
             for q in queries:
                 t = time.perf_counter()
@@ -151,14 +134,19 @@ def measure_queries(vault: Path, xdg: Path, peers: Path, queries: list[str], rou
                 times["mh_stdio"].append(time.perf_counter() - t)
                 for k, v in (res.get("timings_ms") or {}).items():
                     stages.setdefault(k, []).append(float(v))
+                layer["mh_stdio"].append(times["mh_stdio"][-1] * 1000 - float((res.get("timings_ms") or {}).get("total", 0)))
                 empty["mh"] += not res.get("results")
                 t = time.perf_counter()
                 qres = qmd.call("query", {"searches": [{"type": "lex", "query": q}], "limit": 10, "rerank": False})
                 times["qmd_stdio"].append(time.perf_counter() - t)
                 empty["qmd"] += not (qres.get("structuredContent") or {}).get("results")
                 t = time.perf_counter()
-                http.call("search", {"query": q, "k": 10})
+                hres = structured(http.call("search", {"query": q, "k": 10}))
                 times["mh_http"].append(time.perf_counter() - t)
+                layer["mh_http"].append(times["mh_http"][-1] * 1000 - float((hres.get("timings_ms") or {}).get("total", 0)))
+        calls = rounds * len(queries)
+        cpu_ms = {k: round((cpu_seconds(pid) - cpu0[k]) * 1000 / calls, 2) for k, pid in
+                  (("mh_stdio", ours.pid), ("mh_http", http_proc.pid), ("qmd_stdio", qmd.pid))}
         rss = {"mh_stdio_mb": rss_mb(ours.pid), "mh_http_mb": rss_mb(http_proc.pid), "qmd_mb": rss_mb(qmd.pid)}
     finally:
         ours.close()
@@ -168,6 +156,8 @@ def measure_queries(vault: Path, xdg: Path, peers: Path, queries: list[str], rou
         http_proc.wait(timeout=20)
     out = {name: summary(v) for name, v in times.items()}
     out["stages_p50_ms"] = {k: round(statistics.median(v), 2) for k, v in sorted(stages.items())}
+    out["mcp_layer_p50_ms"] = {k: round(statistics.median(v), 2) for k, v in layer.items()}
+    out["server_cpu_ms_per_query"] = cpu_ms
     out["empty_results"] = {k: v // rounds for k, v in empty.items()}
     out["rss"] = rss
     return out
@@ -250,6 +240,9 @@ def main() -> int:
     queries = [q.strip() for q in queries_file.read_text(encoding="utf-8").splitlines()
                if q.strip() and not q.startswith("#")]
     args.work.mkdir(parents=True, exist_ok=True)
+    # byte-compiled once: with PYTHONDONTWRITEBYTECODE set every timed process would recompile its sources
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "memory_hub")], check=False,
+                   stdout=subprocess.DEVNULL)
     xdg = args.work / "xdg"
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     vault = prepare(args.data, args.work, xdg)
@@ -299,6 +292,8 @@ def main() -> int:
     print_table(rows, ["measure", "memory-hub", "qmd (BM25)", "ratio"])
     if "query" in result:
         print("memory-hub stages (p50 ms, inside search):", result["query"]["stages_p50_ms"])
+        print("MCP layer (p50 ms, round trip minus the search's total):", result["query"]["mcp_layer_p50_ms"])
+        print("server CPU per query (ms):", result["query"]["server_cpu_ms_per_query"])
     path = write_result("peers", result)
     print(f"wrote {path}")
     return 0

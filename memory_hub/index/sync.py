@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..progress import Progress
 from ..vault.notes import ATTACHMENT, PARSE_VERSION, Note, parse_note
@@ -309,11 +310,20 @@ def _read_star(args: tuple[Path, FileStat, str | None]) -> _Read:
 
 def _reads(vault: Path, items: list[tuple[FileStat, str | None]]) -> Iterator[_Read]:
     """``_read`` for every item, in order; in worker processes when there are many."""
+    if not items:
+        return
+    yield from worker_map(_read_star, [(vault, st, old) for st, old in items])
+
+
+def worker_map(fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Any]:
+    """``fn(item)`` for every item, in order: in this process for a few, in ``index_workers()``
+    worker processes from ``PARALLEL_FROM`` items on (``fn`` must be a module-level function).
+    Items go to the workers a window at a time, so results waiting in memory stay bounded."""
     workers = index_workers()
     threshold = os.environ.get("MEMORY_HUB_PARALLEL_FROM", "").strip()
     if workers <= 1 or len(items) < (int(threshold) if threshold.isdigit() else PARALLEL_FROM):
-        for stat, old in items:
-            yield _read(vault, stat, old)
+        for item in items:
+            yield fn(item)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -323,14 +333,14 @@ def _reads(vault: Path, items: list[tuple[FileStat, str | None]]) -> Iterator[_R
     pool = ProcessPoolExecutor(min(workers, 8), mp_context=multiprocessing.get_context(method))
     try:
         windows = [items[i:i + _WINDOW] for i in range(0, len(items), _WINDOW)]
-        ahead: deque[Iterator[_Read]] = deque()
+        ahead: deque[Iterator[Any]] = deque()
         for window in windows[:2]:
-            ahead.append(pool.map(_read_star, [(vault, st, old) for st, old in window], chunksize=32))
+            ahead.append(pool.map(fn, window, chunksize=32))
         queued = len(ahead)
         while ahead:
             yield from ahead.popleft()
             if queued < len(windows):
-                ahead.append(pool.map(_read_star, [(vault, st, old) for st, old in windows[queued]], chunksize=32))
+                ahead.append(pool.map(fn, windows[queued], chunksize=32))
                 queued += 1
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

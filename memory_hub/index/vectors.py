@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -44,7 +46,6 @@ from typing import Any
 
 import numpy as np
 
-from ..config import index_dir
 from ..locks import file_lock
 from ..progress import Progress
 from .chunks import Chunk, note_passages
@@ -52,6 +53,8 @@ from .embed import Embedder
 from .lexical import Filters
 from .store import Store
 from .sync import NOTES_CHANGED
+from .vector_stamp import META_CURRENT, META_VERSION, current_embedder, lancedb_dir
+from .vector_stamp import table_stamp as _table_stamp
 
 TABLE_PREFIX = "vectors2_"
 LEGACY_PREFIXES = ("chunks_",)  # layout 1: chunk vectors only
@@ -62,11 +65,12 @@ GROUP_CHUNKS = 512  # chunks per committed group: what Ctrl-C can lose at most (
 # chunks per embedder call (length-sorted), also the progress step; big enough that the embedder's
 # workers rarely wait for each other at the end of a call
 BATCH = 64
-_META_VERSION = "vectors_version"
+_META_VERSION = META_VERSION
 # What the last complete vector sync saw: the notes' change stamp, the embedder and the table's
 # version folder. While all three still hold, nothing is due and a sync need not open LanceDB,
-# scan its rows or load a model (a no-change `memory-hub sync` spent 0.7-0.9 s doing that).
-_META_CURRENT = "vectors_current"
+# scan its rows or load a model (a no-change `memory-hub sync` spent 0.7-0.9 s doing that);
+# ``vector_stamp`` reads it without importing numpy or LanceDB.
+_META_CURRENT = META_CURRENT
 # A chunk speaks for its note only when it beats the note-level vector by more than this much
 # cosine (chosen by cross-validation, benchmarks/cross_validate.py).
 CHUNK_OFFSET = 0.0
@@ -76,8 +80,9 @@ ANN_FROM = 100_000
 ANN_INDEX = "IvfSq"  # 8-bit codes (4x smaller than the vectors) + exact refine: bench_ann.py
 ANN_ROWS_PER_PARTITION = 1024  # IVF partitions: rows / this (√rows-ish at 100k–1M rows)
 # partitions searched per query. e5 vectors cluster poorly (they share one strong direction): on
-# SciFact (real e5, 18 partitions) 8/18 probed gave recall@100 0.92, 14/18 gave 0.99 with hybrid
-# nDCG@10 unchanged (benchmarks/bench_ann.py). So three quarters: the gain is memory, not speed.
+# SciFact (real e5, note-level layout, 14 partitions) 7/14 probed gave recall@100 0.95, 10/14 gave
+# 0.98 with hybrid nDCG@10 -0.0014 (benchmarks/bench_ann.py; the chunk-only layout, 18 partitions:
+# 8/18 0.92, 14/18 0.99). So three quarters: the gain is memory, not speed.
 ANN_PROBE_SHARE = 0.75
 ANN_MIN_PROBES = 8
 ANN_REFINE = 4  # candidates re-scored with their full vectors: limit × this
@@ -86,8 +91,35 @@ ANN_IN_MAX = 20_000  # a scope of more notes than this is not sent as a path lis
 ANN_RETRAIN_SHARE = 0.2  # retrain the partitions once this share of rows came after the last training
 
 
-def lancedb_dir(vault: Path) -> Path:
-    return index_dir(vault) / "lancedb"
+def import_lancedb() -> Any:
+    """``import lancedb``, minus the ~1.5-2 s of CPU it spends building the REST client of the Lance
+    Namespace spec (``lance_namespace_urllib3_client``: 366 pydantic-validated API methods), which a
+    local table never calls.
+
+    The client package is registered as a shell first: its submodules (the models lancedb's
+    namespace code imports) load as usual, and its own ``__init__`` (the API classes) runs only if
+    something asks the package for an attribute. Measured with ``python -X importtime``: the API
+    classes were half of lancedb's import; every process that opens the vector table paid it
+    (``status``, ``vectors --coverage``, a sync with one edited note, an in-process search)."""
+    if "lancedb" in sys.modules:
+        return sys.modules["lancedb"]
+    name = "lance_namespace_urllib3_client"
+    spec = importlib.util.find_spec(name) if name not in sys.modules else None
+    if spec is not None and spec.loader is not None and spec.submodule_search_locations is not None:
+        shell = importlib.util.module_from_spec(spec)
+
+        def load_rest(attr: str) -> Any:  # anything the package itself exports: run its real __init__
+            if attr.startswith("__") or "__getattr__" not in shell.__dict__:
+                raise AttributeError(attr)
+            del shell.__dict__["__getattr__"]
+            spec.loader.exec_module(shell)
+            return getattr(shell, attr)
+
+        shell.__getattr__ = load_rest  # type: ignore[attr-defined]
+        sys.modules[name] = shell
+    import lancedb
+
+    return lancedb
 
 
 def table_name(embedder_key: str, prefix: str = TABLE_PREFIX) -> str:
@@ -252,8 +284,7 @@ class VectorIndex:
 
     def _connect(self) -> Any:
         if self._db is None:
-            import lancedb
-
+            lancedb = import_lancedb()
             self.dir.mkdir(parents=True, exist_ok=True)
             self._db = lancedb.connect(str(self.dir))
         return self._db
@@ -393,6 +424,7 @@ class VectorIndex:
         table = table if table is not None else self._table()
         rows = rows if rows is not None else table.count_rows()
         parts = max(1, min(rows // ANN_ROWS_PER_PARTITION, 4096))
+        import_lancedb()
         from lancedb import index as lance_index
 
         config = getattr(lance_index, ANN_INDEX)(distance_type="cosine", num_partitions=parts)
@@ -741,30 +773,16 @@ class VectorIndex:
         return ranked[:limit]
 
 
-def _table_stamp(folder: Path, name: str) -> str:
-    """Changes whenever LanceDB commits a version of the table (or the table is deleted)."""
-    try:
-        return str((folder / f"{name}.lance" / "_versions").stat().st_mtime_ns)
-    except OSError:
-        return ""
-
-
-def current_embedder(store: Store, fingerprint: str) -> str | None:
-    """The embedder key whose vectors are known current with every note, without opening LanceDB
-    or loading a model; None when a sync has to look (a note changed, another model, the table
-    changed or vanished). ``fingerprint``: ``embed.loader.embedder_fingerprint`` of the spec."""
-    raw = store.get_meta(_META_CURRENT)
-    if not raw:
+def current_coverage(store: Store, fingerprint: str) -> Coverage | None:
+    """``VectorIndex.coverage`` when the last complete vector sync is still current
+    (``current_embedder``): that sync left every ranked note fresh and swept every orphan, and
+    nothing changed since, so the answer is a count. ``status`` and ``vectors --coverage`` then open
+    neither LanceDB nor a model (both cost seconds). None when the table has to be read."""
+    key = current_embedder(store, fingerprint)
+    if key is None:
         return None
-    try:
-        mark = json.loads(raw)
-    except ValueError:
-        return None
-    if (mark.get("fingerprint") != fingerprint or mark.get("notes") != store.get_meta(NOTES_CHANGED, "")
-            or mark.get("lance") != _table_stamp(lancedb_dir(store.vault), str(mark.get("table")))
-            or not mark.get("lance")):
-        return None
-    return str(mark.get("embedder"))
+    ranked = int(store.conn.execute("SELECT count(*) FROM notes WHERE ranked = 1").fetchone()[0])
+    return Coverage(key, ranked, ranked, [], [], [])
 
 
 def _allowed_paths(store: Store, filters: Filters) -> dict[str, int]:
@@ -778,9 +796,7 @@ def embedder_key_in_use(vault: Path) -> list[str]:
     folder = lancedb_dir(vault)
     if not folder.is_dir():
         return []
-    import lancedb
-
-    db = lancedb.connect(str(folder))
+    db = import_lancedb().connect(str(folder))
     names = db.list_tables() if hasattr(db, "list_tables") else db.table_names()
     keys = []
     for name in getattr(names, "tables", names):

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from ..config import index_dir
@@ -54,19 +55,27 @@ def _stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=1 << 17)
+def _word_terms(compound: str) -> tuple[str, ...]:
+    """The terms one ASCII word or compound gives (a pure function of it, so cached: a vault's words
+    repeat, and building recall's index of every note spent most of its time here)."""
+    out: list[str] = []
+    if any(c in compound for c in ".-/:") and is_identifier(compound):
+        out.append(compound)
+    for w in _ASCII_WORD.findall(compound):
+        if w in STOPWORDS or (len(w) < 2 and not w.isdigit()):
+            continue
+        out.append(_stem(w) if "_" not in w else w)
+    return tuple(out)
+
+
 def tokens(text: str, *, hiragana: bool = False) -> list[str]:
     """Terms of ``text`` as recall matches them (repeats kept): stemmed words, whole identifiers,
     CJK bigrams (single characters for one-character runs)."""
     text = normalize(text).lower()
     out: list[str] = []
-    for m in _WORD.finditer(text):
-        compound = m.group(0)
-        if any(c in compound for c in ".-/:") and is_identifier(compound):
-            out.append(compound)
-        for w in _ASCII_WORD.findall(compound):
-            if w in STOPWORDS or (len(w) < 2 and not w.isdigit()):
-                continue
-            out.append(_stem(w) if "_" not in w else w)
+    for compound in _WORD.findall(text):
+        out.extend(_word_terms(compound))
     runs = [m.group(0) for m in _CONTENT_RUN.finditer(text)]
     if hiragana:
         runs += [m.group(0) for m in _HIRA_RUN.finditer(text)]
@@ -138,6 +147,15 @@ def note_info(path: str, text: str) -> tuple[NoteInfo, dict[str, float]]:
         names=list(dict.fromkeys(names)), links=list(dict.fromkeys(links)),
         raw_transcript=str(note.frontmatter.get("source", "")).endswith("-hook") and "transcript" in note.tags,
     ), weights
+
+
+def _info_of(item: tuple[Path, str]) -> tuple[NoteInfo, dict[str, float]] | None:
+    """``note_info`` of one file, read here (runs in ``worker_map``'s processes); None: unreadable."""
+    vault, path = item
+    try:
+        return note_info(path, read_note_text(vault, path))
+    except (UnreadableNote, OSError):
+        return None
 
 
 class RecallIndex:
@@ -237,11 +255,21 @@ class RecallIndex:
                 self._remove(p)
                 removed += 1
             complete = True
-            for st in stats:
-                if not st.is_note:
-                    continue
-                if known.get(st.path) == (st.mtime_ns, st.size):
-                    continue
+            due = [st for st in stats if st.is_note and known.get(st.path) != (st.mtime_ns, st.size)]
+            if deadline is None and len(due) > 64:  # a first build: in worker processes (sync.PARALLEL_FROM on)
+                from ..index.sync import worker_map  # not at the top: a cold hook process never needs it
+
+                for st, found in zip(due, worker_map(_info_of, [(self.vault, st.path) for st in due]), strict=True):
+                    self._remove(st.path)
+                    if found is not None:
+                        info, weights = found
+                        weights = {sys.intern(t): w for t, w in weights.items()}  # one object per term, as below
+                        info.terms = tuple(weights)
+                        self._add(st.path, info, weights)
+                        changed += 1
+                    known[st.path] = (st.mtime_ns, st.size)
+                due = []
+            for st in due:
                 if deadline is not None and time.monotonic() > deadline:
                     complete = False
                     break

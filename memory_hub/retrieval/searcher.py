@@ -14,7 +14,7 @@ from ..index.embed import Embedder, EmbedderError, load_embedder
 from ..index.embed.loader import embedder_fingerprint
 from ..index.lexical import Filters
 from ..index.store import Store
-from ..index.vectors import Coverage, VectorIndex, VectorReport, current_embedder
+from ..index.vectors import Coverage, VectorIndex, VectorReport, current_coverage, current_embedder
 from .rerank import Reranker, load_reranker
 from .search import DEFAULT_MODE, SearchResult, has_vectors, search, stages
 
@@ -128,6 +128,12 @@ class Searcher:
         return self.vectors.sync(self.store, progress=progress)
 
     def coverage(self) -> Coverage:
+        """Vector coverage; answered from the last complete sync's stamp when nothing changed since."""
+        if self._vectors is None:
+            fingerprint = self._fingerprint()
+            known = current_coverage(self.store, fingerprint) if fingerprint else None
+            if known is not None:
+                return known
         return self.vectors.coverage(self.store)
 
     def reopen(self, store: Store) -> None:

@@ -15,9 +15,8 @@ When a note is wrong or outdated, fix it: `update_note` (with the hash `read_not
 
 
 def server_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    """The package's version (pyproject reads it from ``memory_hub.__version__`` too): importing
+    ``importlib.metadata`` to look it up cost ~0.1 s of a stdio server's start-up, under load."""
+    from .. import __version__
 
-    try:
-        return version("memory-hub")
-    except PackageNotFoundError:
-        return "0"
+    return __version__

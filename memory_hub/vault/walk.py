@@ -52,22 +52,24 @@ def walk(vault: Path, skipped: list[Skipped] | None = None) -> Iterator[FileStat
     """Yield every note and attachment in the vault, refusing links that lead outside it."""
     root = str(vault)
     root_real = os.path.realpath(root)
-    stack = [root]
+    # (folder, its vault-relative prefix): paths are built by joining names, not os.path.relpath
+    # per file (a quarter of a no-change sync's walk on a 6.5k-note vault)
+    stack = [(root, "")]
     seen_dirs = {os.path.realpath(root)}
     ignored = ignore_rules(vault)
     while stack:
-        current = stack.pop()
+        current, prefix = stack.pop()
         try:
             entries = sorted(os.scandir(current), key=lambda e: e.name)
         except OSError as exc:
             if skipped is not None:
-                skipped.append(Skipped(os.path.relpath(current, root).replace(os.sep, "/"), f"unreadable folder: {exc.strerror}"))
+                skipped.append(Skipped(prefix[:-1] or ".", f"unreadable folder: {exc.strerror}"))
             continue
         for entry in entries:
             name = entry.name
-            rel = os.path.relpath(entry.path, root).replace(os.sep, "/")
             if name.startswith(".") or name in SKIP_DIRS:
                 continue
+            rel = prefix + name
             try:
                 if ignored and ignored.entry_matches(rel, entry.is_dir()):
                     continue
@@ -80,7 +82,7 @@ def walk(vault: Path, skipped: list[Skipped] | None = None) -> Iterator[FileStat
                     if real in seen_dirs:
                         continue  # a symlink loop
                     seen_dirs.add(real)
-                    stack.append(entry.path)
+                    stack.append((entry.path, rel + "/"))
                     continue
                 if not entry.is_file():
                     if entry.is_symlink() and skipped is not None and not os.path.exists(entry.path):

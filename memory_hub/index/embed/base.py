@@ -12,9 +12,10 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where arrays are made: a no-change sync never needs it
+    import numpy as np
 
 E5_MODEL_NAME = "multilingual-e5-small"
 E5_DIM = 384
@@ -92,6 +93,8 @@ def cpu_count() -> int:
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:
     """Row-wise L2 normalization in float32 (zero rows stay zero)."""
+    import numpy as np
+
     x = np.asarray(x, dtype=np.float32)
     n = np.linalg.norm(x, axis=-1, keepdims=True)
     return x / np.maximum(n, 1e-12)
@@ -148,6 +151,8 @@ _logged: set[str] = set()
 
 def pad_rows(rows: Sequence[Sequence[int]], fill: int) -> tuple[np.ndarray, np.ndarray]:
     """Token rows → (an int64 matrix padded with ``fill`` to the longest row, its attention mask)."""
+    import numpy as np
+
     width = max(len(r) for r in rows)
     ids = np.full((len(rows), width), fill, dtype=np.int64)
     mask = np.zeros((len(rows), width), dtype=np.int64)

@@ -1,0 +1,67 @@
+"""Is the vector index current? Answered from the SQLite meta table and one ``stat``.
+
+A complete vector sync records what it saw (``vectors.VectorIndex._mark_current``): the notes'
+change stamp, the embedder and the table's version folder. While all three still hold, nothing is
+due, so a no-change ``memory-hub sync``, ``status`` and ``vectors --coverage`` can answer without
+numpy, LanceDB or a model (each costs from a tenth of a second to seconds per process). This module
+imports none of them; ``vectors.py`` writes the stamp and re-exports these names.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..config import index_dir
+from .embed.base import EmbedderError
+from .store import Store
+from .sync import NOTES_CHANGED
+
+META_VERSION = "vectors_version"  # per table: bumped by every vector write (searchers reload on it)
+META_CURRENT = "vectors_current"  # what the last complete vector sync saw
+
+
+def lancedb_dir(vault: Path) -> Path:
+    return index_dir(vault) / "lancedb"
+
+
+def ever_embedded(store: Store) -> bool:
+    """Whether any vector sync ever ran for this vault (one look at the meta table)."""
+    return store.conn.execute(f"SELECT 1 FROM meta WHERE key LIKE '{META_VERSION}:%' LIMIT 1").fetchone() is not None
+
+
+def table_stamp(folder: Path, name: str) -> str:
+    """Changes whenever LanceDB commits a version of the table (or the table is deleted)."""
+    try:
+        return str((folder / f"{name}.lance" / "_versions").stat().st_mtime_ns)
+    except OSError:
+        return ""
+
+
+def current_embedder(store: Store, fingerprint: str) -> str | None:
+    """The embedder key whose vectors are known current with every note, without opening LanceDB
+    or loading a model; None when a sync has to look (a note changed, another model, the table
+    changed or vanished). ``fingerprint``: ``embed.loader.embedder_fingerprint`` of the spec."""
+    raw = store.get_meta(META_CURRENT)
+    if not raw:
+        return None
+    try:
+        mark = json.loads(raw)
+    except ValueError:
+        return None
+    if (mark.get("fingerprint") != fingerprint or mark.get("notes") != store.get_meta(NOTES_CHANGED, "")
+            or mark.get("lance") != table_stamp(lancedb_dir(store.vault), str(mark.get("table")))
+            or not mark.get("lance")):
+        return None
+    return str(mark.get("embedder"))
+
+
+def current_for(store: Store, spec: str | None = None) -> str | None:
+    """``current_embedder`` for the embedder ``spec`` names (None: the default), or None."""
+    from .embed.loader import embedder_fingerprint
+
+    try:
+        fingerprint = embedder_fingerprint(spec)
+    except EmbedderError:
+        return None
+    return current_embedder(store, fingerprint)
