@@ -10,7 +10,7 @@ MH     := $(BIN)/memory-hub
 PORT   ?= 8765
 BINDIR ?= $(HOME)/.local/bin
 
-.PHONY: run test setup models vault lint bench clean install uninstall browser
+.PHONY: run test setup models vault lint bench clean install uninstall browser proxies
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,7 @@ vault: setup
 run: vault
 	$(MH) serve --transport http --port $(PORT)
 
-test: vault browser
+test: vault browser proxies
 	$(BIN)/python -m pytest -q
 
 # Debian's headless Chromium for tests/test_web_browser.py (Playwright drives it; it never downloads a
@@ -43,6 +43,15 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-ipafont-gothic >/dev/null; } ; } || \
 	  echo "note: chromium not installed; the browser test will skip" >&2
+
+# Debian's nginx and Caddy for tests/test_team_proxy.py, which runs each in front of a real server with
+# TLS, using the configurations docs/team.md shows. Installed when missing and we may (root); otherwise
+# that test skips and says why.
+proxies:
+	@{ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; } && command -v caddy >/dev/null 2>&1 && \
+	  command -v openssl >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light caddy openssl >/dev/null; } ; } || \
+	  echo "note: nginx or caddy not installed; the proxy tests will skip" >&2
 
 # A link, so hooks, schedules and git hooks that run $(BINDIR)/memory-hub keep working: after moving
 # the clone, run `make install` again and they follow. An existing memory-hub that is not a link into

@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,11 +28,17 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import httpx  # noqa: E402
 from fastmcp import Client  # noqa: E402
 from fastmcp.client.transports import StdioTransport  # noqa: E402
 
-from benchmarks.common import DEFAULT_DATA, latency_summary, print_table, stop, write_result  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    DEFAULT_DATA,
+    latency_summary,
+    print_table,
+    start_http,
+    stop,
+    write_result,
+)
 
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
 QUERIES = [
@@ -43,12 +48,6 @@ QUERIES = [
     "vim key bindings", "tags and nested tags", "periodic notes", "spaced repetition", "calendar plugin",
 ]
 TARGETS = {"ready_s": 1.5, "idle_rss_mb": 150.0, "search_http_p50_ms": 60.0, "edit_to_searchable_p95_s": 2.0}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mb(pid: int) -> float:
@@ -74,22 +73,6 @@ def prepare_vault(source: Path, work: Path, vectors: bool) -> Path:
                    check=True, capture_output=True, text=True)
     print(f"indexed {vault} in {time.perf_counter() - started:.1f}s", file=sys.stderr)
     return vault
-
-
-def start_http(vault: Path, extra: list[str] | None = None) -> tuple[subprocess.Popen, int, float]:
-    """Spawn an HTTP server; return it, its port and the seconds until /health answered."""
-    port = free_port()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", "http", "--port", str(port),
-                             *(extra or [])], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.5)
-            return proc, port, time.perf_counter() - t0
-        except httpx.TransportError:
-            if proc.poll() is not None:
-                raise RuntimeError("server exited during start-up") from None
-            time.sleep(0.01)
 
 
 async def ready_stdio(vault: Path) -> float:

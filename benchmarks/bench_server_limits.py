@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO))
 
 import httpx  # noqa: E402
 
-from benchmarks.bench_server import MEMORY_HUB, free_port, prepare_vault, rss_mb  # noqa: E402
-from benchmarks.common import DEFAULT_DATA, print_table, write_result  # noqa: E402
+from benchmarks.bench_server import MEMORY_HUB, prepare_vault, rss_mb  # noqa: E402
+from benchmarks.common import DEFAULT_DATA, free_port, print_table, write_result  # noqa: E402
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}

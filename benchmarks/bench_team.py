@@ -16,6 +16,10 @@ is copied, never written in place). Measured:
 * ``server``: ``serve --transport http`` with a tokens file; 8 concurrent MCP clients, each with
   its own token, call ``search`` (lexical) for ``--seconds``; then 6 readers and 2 writers
   (``capture``, each committed with its author). Calls/s and per-call p50/p95.
+* ``recall per prompt``: the hooks' recall over the personal vault alone and with the team vault
+  beside it (one fused block), cold (in-process, as a hook process without a server) and warm (as
+  the running server answers the hooks' socket), wall and CPU ms; and a note edited by hand in the
+  team vault until the running server recalls it (the team vault's own watcher).
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ import asyncio
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import latency_summary, print_table, stop, write_result  # noqa: E402
+from benchmarks.common import latency_summary, print_table, start_http, stop, write_result  # noqa: E402
 from memory_hub.config import template_dir  # noqa: E402
 from memory_hub.index.store import Store  # noqa: E402
 from memory_hub.retrieval.search import search  # noqa: E402
@@ -132,10 +135,85 @@ def bench_sync(a: Path, b: Path, runs: int, notes: int) -> dict:
             f"pull_and_index_{notes}": latency_summary(pull)}
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+RECALL_PROMPTS = ["how do we rotate the TLS certificate on the legacy nginx VMs?",
+                  "the passkey login fails in one region, what did we do last time?",
+                  "S3 bucket policy broke the deploy again", "blue green deploy cache invalidation order",
+                  "認証エラーの切り分け手順は？", "Go service error handling conventions",
+                  "what happened with the expired intermediate certificate", "オンボーディングの手順を教えて"]
+
+
+def bench_team_recall(root: Path, team: Path, runs: int) -> dict:
+    """Recall on every prompt over the personal vault alone and with a team vault beside it, cold
+    (what a hook process does in-process, interpreter start not included) and warm (what the running
+    server does for the hooks' socket); and a note edited by hand in the team vault until the
+    running server recalls it (its team watcher). Wall and CPU time per prompt."""
+    from memory_hub.config import template_dir
+    from memory_hub.index.sync import sync
+    from memory_hub.server.run import close_state, open_state
+    from memory_hub.server.team_vaults import prompt_recaller
+    from memory_hub.team.recall import cold_recaller
+
+    personal = root / "personal"
+    shutil.copytree(template_dir(), personal)
+    sync(personal, progress=False)
+    cfg = root / "cfg"
+    (cfg / "memory-hub").mkdir(parents=True)
+    conf = cfg / "memory-hub" / "config.toml"
+    saved = os.environ.get("XDG_CONFIG_HOME")
+    os.environ["XDG_CONFIG_HOME"] = str(cfg)
+    out: dict = {}
+    try:
+        for label, text in (("personal only", ""), ("personal + team", f'[vaults.team]\npath = "{team}"\n')):
+            conf.write_text(f'vault = "{personal}"\n\n{text}', encoding="utf-8")
+            cold_recaller(personal, root).recall(RECALL_PROMPTS[0])  # imports, not counted
+            wall, cpu = [], []
+            for i in range(runs):
+                prompt = RECALL_PROMPTS[i % len(RECALL_PROMPTS)]
+                w0, c0 = time.perf_counter(), time.process_time()
+                cold_recaller(personal, root).recall(prompt)
+                wall.append(time.perf_counter() - w0)
+                cpu.append(time.process_time() - c0)
+            out[f"cold, {label}"] = {**latency_summary(wall), "cpu_p50_ms": round(latency_summary(cpu)["p50_ms"], 1)}
+            state = open_state(personal, warm=False, hooks_socket=False, rescan_every=None)
+            try:
+                deadline = time.monotonic() + 60
+                while text and "team" not in getattr(state.extras.get("team"), "watchers", {}):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the team vault's watcher never started")
+                    time.sleep(0.05)
+                for prompt in RECALL_PROMPTS:  # first use: indexes opened, not counted
+                    prompt_recaller(state, None).recall(prompt)
+                wall, cpu = [], []
+                for i in range(runs):
+                    prompt = RECALL_PROMPTS[i % len(RECALL_PROMPTS)]
+                    w0, c0 = time.perf_counter(), time.process_time()
+                    prompt_recaller(state, None).recall(prompt)
+                    wall.append(time.perf_counter() - w0)
+                    cpu.append(time.process_time() - c0)
+                out[f"warm, {label}"] = {**latency_summary(wall), "cpu_p50_ms": round(latency_summary(cpu)["p50_ms"], 1)}
+                if text:
+                    fresh = []
+                    for i in range(max(3, runs // 5)):
+                        word = f"zqteamedit{i}x{os.getpid()}"
+                        t0 = time.perf_counter()
+                        (team / f"edited-{word}.md").write_text(f"---\ntitle: Edited {word}\n---\n# {word}\n\n"
+                                                                f"Edited by hand: {word}.\n", encoding="utf-8")
+                        deadline = t0 + 30
+                        while not any(word in n.path for n in prompt_recaller(state, None).recall(
+                                f"{word} edited by hand").notes):
+                            if time.perf_counter() > deadline:
+                                raise RuntimeError(f"{word} never reached the running server's recall")
+                            time.sleep(0.01)
+                        fresh.append(time.perf_counter() - t0)
+                    out["team-vault edit → recalled by the running server"] = latency_summary(fresh)
+            finally:
+                close_state(state)
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_CONFIG_HOME", None)
+        else:
+            os.environ["XDG_CONFIG_HOME"] = saved
+    return out
 
 
 async def _client(url: str, token: str, seconds: float, write: bool, lat: list[float]) -> int:
@@ -175,23 +253,9 @@ def bench_server(vault: Path, root: Path, seconds: float) -> dict:
     tokens = root / "tokens.toml"
     tokens.write_text("".join(f'[tokens.user{i}]\nsha256 = "{hashlib.sha256(s.encode()).hexdigest()}"\n'
                               f'scope = "write"\nrate_per_minute = 0\n' for i, s in enumerate(secrets)), encoding="utf-8")
-    port = _port()
     env = {k: v for k, v in os.environ.items() if k != "MEMORY_HUB_TOKEN"} | {"MEMORY_HUB_TOKENS_FILE": str(tokens)}
-    proc = subprocess.Popen([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", "http", "--port", str(port),
-                             "--no-warm"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, port, _ = start_http(vault, ["--no-warm"], env=env, headers={"Authorization": f"Bearer {secrets[0]}"})
     try:
-        import httpx
-
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/health", headers={"Authorization": f"Bearer {secrets[0]}"},
-                          timeout=1)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("server did not start") from None
-                time.sleep(0.1)
         url = f"http://127.0.0.1:{port}/mcp"
         readers = asyncio.run(_load(url, secrets, seconds, 0))
         mixed = asyncio.run(_load(url, secrets, seconds, 2))
@@ -217,11 +281,16 @@ def main() -> int:
         notes = len(list(a.rglob("*.md")))
         prop = bench_propagation(a, b, args.runs)
         syn = bench_sync(a, b, args.runs, args.notes)
+        recall = bench_team_recall(root, b, max(args.runs, 16))
         server = None if args.skip_server else bench_server(b, root, args.seconds)
     rows = [{"measure": f"propagation {k}", **v} for k, v in prop.items()]
     rows += [{"measure": f"sync --remote {k}", **v} for k, v in syn.items()]
-    print(f"seed: {args.vault} ({notes} notes), load average {os.getloadavg()[0]:.2f}")
+    print(f"seed: {args.vault} ({notes} notes), load average {os.getloadavg()[0]:.2f} "
+          f"(under load when well above 0: the figures then include waiting for the CPU)")
     print_table(rows, ["measure", "p50_ms", "p95_ms", "max_ms", "n"])
+    print()
+    print_table([{"recall per prompt": k, **v} for k, v in recall.items()],
+                ["recall per prompt", "p50_ms", "p95_ms", "cpu_p50_ms", "n"])
     if server:
         srows = []
         for name in ("8_readers", "6_readers_2_writers"):
@@ -234,7 +303,8 @@ def main() -> int:
         print_table(srows, ["load", "calls/s", "search p50", "search p95", "capture p50", "capture p95"])
         print(f"commits authored by the tokens: {server['authored_commits']}")
     path = write_result(args.name, {"seed": str(args.vault), "seed_notes": notes, "runs": args.runs,
-                                 "propagation": prop, "sync": syn, "server": server})
+                                 "load_average": os.getloadavg(), "propagation": prop, "sync": syn,
+                                 "team_recall": recall, "server": server})
     print(f"\nwrote {path}")
     return 0
 

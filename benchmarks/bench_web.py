@@ -30,19 +30,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import latency_summary, machine, print_table, stop, write_result  # noqa: E402
+from benchmarks.common import latency_summary, machine, print_table, start_http, stop, write_result  # noqa: E402
 
 QUERIES = ["how do I roll back a bad release", "ERR_CERT_AUTHORITY_INVALID", "認証 エラー", "sync vault between devices",
            "rotate TLS certificate", "plugin settings", "database failover runbook", "publish notes as a website"]
 HTML = {"Accept": "text/html"}
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_warm(client: httpx.Client, base: str, proc: subprocess.Popen, limit: float = 900) -> None:
@@ -111,10 +103,7 @@ def main() -> None:
     conn.close()
     random.seed(13)
     picked = hubs + random.sample([p for p in others if p not in hubs], min(len(others), args.notes - len(hubs)))
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "MEMORY_HUB_TOKEN"}
-    proc = subprocess.Popen([*mh, "serve", "--transport", "http", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc, port, _ = start_http(vault, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     rows, out = [], {"vault": vault.name, "notes": notes, "runs": args.runs, "machine": machine(), "pages": {}}
     try:

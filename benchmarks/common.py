@@ -243,3 +243,39 @@ def stop(proc: subprocess.Popen[Any], timeout: float = 10) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_http(vault: Path, extra: Sequence[str] = (), env: Mapping[str, str] | None = None,
+               headers: Mapping[str, str] | None = None, limit: float = 120.0,
+               stderr: Any = subprocess.DEVNULL) -> tuple[subprocess.Popen[Any], int, float]:
+    """Spawn ``memory-hub serve --transport http`` on a free loopback port; return it, its port and
+    the seconds until ``/health`` answered. ``env`` replaces the environment (default: this one
+    without ``MEMORY_HUB_TOKEN``, so a benchmark never inherits a token it did not choose)."""
+    import httpx
+
+    port = free_port()
+    environ = dict(env) if env is not None else {k: v for k, v in os.environ.items() if k != "MEMORY_HUB_TOKEN"}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "memory-hub"), "--vault", str(vault), "serve",
+                             "--transport", "http", "--port", str(port), *extra], env=environ,
+                            stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/health", headers=dict(headers or {}), timeout=0.5)
+            return proc, port, time.perf_counter() - t0
+        except httpx.TransportError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err = proc.stderr.read() if proc.stderr else ""
+                stop(proc)
+                raise RuntimeError(f"server did not start: {err[-500:]}") from None
+            time.sleep(0.01)

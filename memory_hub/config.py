@@ -86,6 +86,9 @@ def vault_choice(cli_value: str | os.PathLike[str] | None = None) -> tuple[Path,
     """The vault path before checking it exists, and what chose it (for messages and ``doctor``)."""
     if cli_value:
         raw, source = str(cli_value), "--vault"
+        named = _named_vault(raw)
+        if named is not None:
+            return named, f"--vault {raw} ([vaults.{raw}] in the user settings)"
     elif os.environ.get("MEMORY_HUB_VAULT"):
         raw, source = os.environ["MEMORY_HUB_VAULT"], "MEMORY_HUB_VAULT"
     else:
@@ -508,6 +511,25 @@ def read_file(path: Path, layer: str) -> dict[str, Value]:
             raise ConfigError(f"{where}: {key} {exc} (got {raw!r})") from None
         out[key] = Value(value, where, layer)
     return out
+
+
+def _named_vault(raw: str) -> Path | None:
+    """``--vault platform``: the team vault of that name (``[vaults.platform]``, or the personal vault
+    by ``team.personal_name``), when ``raw`` is a bare name and no folder of that name is here; None
+    otherwise (``raw`` is a path)."""
+    if not raw or "/" in raw or "\\" in raw or raw in (".", "..") or Path(raw).expanduser().exists():
+        return None
+    path = user_config_path()
+    if not path.is_file():
+        return None
+    try:
+        conf = settings(None)
+    except ConfigError:
+        return None
+    spec = (conf["vaults"] or {}).get(raw)
+    if spec:
+        return Path(spec["path"]).expanduser().resolve()
+    return vault_choice(None)[0] if raw == conf["team.personal_name"] else None
 
 
 def _user_vault() -> tuple[str | None, str]:

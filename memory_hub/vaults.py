@@ -158,3 +158,10 @@ def is_personal(vault: Path, conf: Settings | None = None) -> bool:
     if any(t.path == vault for t in team_refs(conf)):
         return False
     return not settings(vault)["team.name"]
+
+
+def capture_vault(primary: Path, name: str | None = None, tags: Iterable[str] = (),
+                  conf: Settings | None = None) -> VaultRef:
+    """Where a capture started over ``primary`` goes: ``VaultSet.capture_target`` of its vault set,
+    the one routing rule the MCP ``capture`` tool and the CLI's capturing commands share."""
+    return vault_set(primary, conf=conf).capture_target(name, tags)

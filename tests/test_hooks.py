@@ -58,6 +58,69 @@ def test_prompt_cold_in_process(template_vault) -> None:
     assert last["served_by"] == "cold" and last["fallback"].startswith("no-server")
 
 
+def recall_of(vault: Path, session_id: str, timeout: float = 20.0) -> dict:
+    """The recall line of one session: a real hook process writes it after it has replied."""
+    end = time.monotonic() + timeout
+    while True:
+        found = [e for e in recalls(vault) if e.get("session") == session_id]
+        if found or time.monotonic() > end:
+            assert found, f"no recall line for {session_id}"
+            return found[-1]
+        time.sleep(0.05)
+
+
+def test_cold_hook_process_replies_first_and_records_the_redacted_prompt_after(template_vault) -> None:
+    vault, _ = template_vault
+    secret = "hunter2-Xq9vLm3pRt7w"
+    prompt = PROMPT + f" (the db password is {secret})"
+    proc = hook(vault, {"hook_event_name": "UserPromptSubmit", "session_id": "late-1", "prompt": prompt})
+    assert proc.returncode == 0, proc.stderr
+    assert "tls-certificate-rotation.md" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    line = recall_of(vault, "late-1")
+    assert line["served_by"] == "cold" and "[REDACTED:" in line["prompt"] and secret not in line["prompt"]
+    assert secret not in telemetry.folder(vault).joinpath(telemetry.FILENAME).read_text(encoding="utf-8")
+
+
+def test_after_reply_work_runs_in_a_forked_child(tmp_path: Path) -> None:
+    marker = tmp_path / "child.json"
+    script = (
+        "import json, os, sys, time\n"
+        "from memory_hub.hooks import claude_code\n"
+        f"marker = {str(marker)!r}\n"
+        "claude_code.AFTER_REPLY.append(lambda: (time.sleep(0.5), open(marker, 'w').write(json.dumps("
+        "{'pid': os.getpid(), 'sid': os.getsid(0)}))))\n"
+        "claude_code.finish_after_reply(detach=True)\n"
+        "print(json.dumps({'pid': os.getpid(), 'done': os.path.exists(marker)}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30, cwd=REPO)
+    parent = json.loads(proc.stdout)
+    assert proc.returncode == 0 and parent["done"] is False  # the parent did not wait for the work
+    end = time.monotonic() + 20
+    while not marker.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    child = json.loads(marker.read_text())
+    assert child["pid"] != parent["pid"] and child["sid"] == child["pid"]  # its own session: no agent pipes
+
+
+def test_a_block_the_hook_gave_up_on_is_not_remembered_as_shown(template_vault) -> None:
+    from memory_hub.server.state import ServerState
+
+    vault, _ = template_vault
+    state = ServerState.open(vault)
+    handle = local_socket.start(state)
+    try:
+        ask = {"op": "recall", "prompt": PROMPT, "budget": 1200}
+        late = local_socket.request(vault, {**ask, "session_id": "gave-up", "reply_by": time.time() - 1}, timeout=60)
+        on_time = local_socket.request(vault, {**ask, "session_id": "waited", "reply_by": time.time() + 60},
+                                       timeout=60)
+    finally:
+        handle.close()
+    assert late["ok"] and "tls-certificate-rotation.md" in late["block"] and late["telemetry"]["late"] is True
+    assert session.load(vault, "gave-up")["injected"] == []  # the cold recall that follows still shows it
+    assert on_time["injected"] and "late" not in on_time["telemetry"]
+    assert [e["path"] for e in session.load(vault, "waited")["injected"]] == on_time["injected"]
+
+
 def test_prompt_warm_over_the_socket_from_a_real_hook_process(template_vault) -> None:
     from memory_hub.server.state import ServerState
 

@@ -136,7 +136,9 @@ def test_a_premade_shared_socket_folder_is_refused_and_the_hook_says_why(tmp_pat
     # The hook fell back to in-process recall and telemetry says why.
     context = json.loads(hooked.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "tls-certificate-rotation.md" in context
-    last = [e for e in telemetry.events(vault) if e.get("event") == "recall"][-1]
+    from tests.test_hooks import recall_of
+
+    last = recall_of(vault, "s1")
     assert last["served_by"] == "cold" and last["fallback"].startswith("unsafe-socket:"), last
     assert str(shared) in last["fallback"]
     # The server refused the folder with a message that says what to do, and kept serving MCP.

@@ -144,7 +144,107 @@ def test_mcp_recall_block_holds_both_vaults(two_vaults) -> None:
         out = tools.recall(state, "how do we handle kafka partition rebalancing?", 400)
         assert out["vaults"] == ["personal", "platform"]
         block = out["block"]
-        assert "|ideas.md|" in block and "|platform:runbooks/kafka.md|" in block
+        assert "|personal:ideas.md|" in block and "|platform:runbooks/kafka.md|" in block  # each line names its vault
         assert 0 < out["tokens"] <= 400 and out["notes"] >= 2
+    finally:
+        close_state(state)
+
+
+def test_cli_capture_routes_like_the_mcp_tool(two_vaults, capsys) -> None:
+    """`braindump` writes to the personal vault unless `--vault NAME` or a team vault's capture_tags
+    say otherwise: the same rule (vaults.capture_vault) the MCP capture tool follows."""
+    from memory_hub.vaults import capture_vault
+
+    personal, team, _ = two_vaults
+    assert main(["braindump", "Plain zqplainword thought.", "--title", "plain", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert "vault" not in plain and (personal / plain["path"]).is_file() and not (team / plain["path"]).exists()
+    assert main(["braindump", "Broker zqtagword quota.", "--title", "tagged", "--tag", "platform", "--json"]) == 0
+    tagged = json.loads(capsys.readouterr().out)
+    assert tagged["vault"] == "platform" and (team / tagged["path"]).is_file()
+    assert not (personal / tagged["path"]).exists()
+    assert "zqtagword" in (team / tagged["path"]).read_text(encoding="utf-8")
+    assert main(["--vault", "platform", "braindump", "Named zqnameword.", "--title", "named", "--json"]) == 0
+    named = json.loads(capsys.readouterr().out)
+    assert (team / named["path"]).is_file() and not (personal / named["path"]).exists()
+    assert main(["braindump", "Named again zqnameword2.", "--title", "named2", "--vault", "platform"]) == 0
+    assert list(team.rglob("*named2.md")) and not list(personal.rglob("*named2.md"))
+    capsys.readouterr()
+    # the MCP tool's rule and the CLI's are one function
+    assert capture_vault(personal, None, ["platform"]).path == team
+    assert capture_vault(personal).path == personal
+    # a name that is neither a folder nor a configured vault is a clear error, and nothing is written
+    before = sorted(p.name for p in personal.rglob("*.md"))
+    assert main(["--vault", "nope", "braindump", "lost?"]) == 1
+    assert "vault not found" in capsys.readouterr().err
+    assert sorted(p.name for p in personal.rglob("*.md")) == before
+
+
+def test_status_says_whether_each_team_vault_is_watched(two_vaults) -> None:
+    import time
+
+    from memory_hub.server import tools
+    from memory_hub.server.run import close_state, open_state
+
+    personal, team, _ = two_vaults
+    state = open_state(personal, warm=False, hooks_socket=False)
+    try:
+        deadline = time.monotonic() + 60
+        while not isinstance(tools.status(state)["team_vaults"]["platform"]["watcher"], dict):
+            assert time.monotonic() < deadline, "the team vault's watcher never started"
+            time.sleep(0.1)
+        out = tools.status(state)["team_vaults"]
+        assert out["platform"]["watcher"]["alive"] and out["platform"]["path"] == str(team)
+        assert out["missing"]["missing"] is True  # configured, not on disk: said, not silent
+    finally:
+        close_state(state)
+    assert not state.extras["team"].watchers  # closing the server stops the team vaults' watchers too
+
+
+def test_cli_recall_asks_the_team_vaults_of_this_folder(two_vaults, capsys, monkeypatch) -> None:
+    personal, _team, tmp_path = two_vaults
+    project = tmp_path / "src" / "payments"
+    project.mkdir(parents=True)
+    monkeypatch.chdir(project)
+    assert main(["recall", "how do we handle kafka partition rebalancing?", "--json", "--in-process"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["vaults"] == ["personal", "platform"]
+    assert "personal:ideas.md" in data["injected"] and "platform:runbooks/kafka.md" in data["injected"]
+    assert any("'missing'" in w for w in data["warnings"])  # a configured vault that is not there is said
+    monkeypatch.chdir(tmp_path)  # outside the project: this vault alone
+    assert main(["recall", "how do we handle kafka partition rebalancing?", "--json", "--in-process"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert "ideas.md" in alone["injected"] and not any(p.startswith("platform:") for p in alone["injected"])
+
+
+def test_a_watched_team_vault_embeds_a_hand_edit_once_its_vectors_are_open(two_vaults) -> None:
+    import time
+
+    from memory_hub.retrieval.searcher import Searcher
+    from memory_hub.server import tools
+    from memory_hub.server.run import close_state, open_state
+    from memory_hub.server.team_vaults import for_state
+
+    personal, team, _ = two_vaults
+    built = Searcher(team)
+    built.sync_vectors(progress=False)  # the team vault has vectors, as `memory-hub index` leaves it
+    built.close()
+    state = open_state(personal, warm=False, hooks_socket=False)
+    try:
+        deadline = time.monotonic() + 60
+        while "platform" not in getattr(for_state(state), "watchers", {}):
+            assert time.monotonic() < deadline, "the team vault's watcher never started"
+            time.sleep(0.1)
+        tools.search(state, "kafka broker restart", k=3, mode="hybrid")  # opens the team vault's vectors
+        ref = state.extras["team"].vaults.get("platform")
+        searcher = state.extras["team"].searcher(ref)
+        assert searcher.vectors_open
+        assert searcher.embedder is state.searcher.embedder  # one model in the server, shared by its vaults
+        (team / "runbooks" / "etcd.md").write_text("# Etcd defrag\n\nDefragment the etcd members one by one.\n",
+                                                   encoding="utf-8")
+        deadline = time.monotonic() + 120
+        while searcher.vectors.notes_covered(searcher.store) != (3, 3):
+            assert time.monotonic() < deadline, searcher.vectors.notes_covered(searcher.store)
+            time.sleep(0.2)
     finally:
         close_state(state)

@@ -134,6 +134,35 @@ def test_a_refused_commit_leaves_nothing_changed(tmp_path: Path) -> None:
     assert git(vault, "status", "--porcelain") == "" and not pending(vault)
 
 
+def test_trash_moves_the_note_itself_so_no_save_is_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memory_hub.vault import safe_io
+
+    vault = make_repo(tmp_path, {"a.md": "# A\n\nfirst\n", "b.md": "# B\n"})
+    old = time.time() - 3600
+    for p in vault.glob("*.md"):
+        os.utime(p, (old, old))
+    real_move = safe_io.move_file
+
+    def save_just_before(vault_: Path, src: str, dst: str, **kw: object) -> None:
+        if src == "a.md":  # a person's save lands after the check, before the move
+            (vault / "a.md").write_text("# A\n\nfirst\nsecond, typed meanwhile\n", encoding="utf-8")
+        real_move(vault_, src, dst, **kw)
+
+    monkeypatch.setattr(safe_io, "move_file", save_just_before)
+    with pytest.raises(WriteRefused, match="changed while it was being deleted; the note is back"):
+        trash_note(vault, "a.md")
+    assert (vault / "a.md").read_text() == "# A\n\nfirst\nsecond, typed meanwhile\n"
+    assert not list(vault.glob(".trash/**/*.md"))  # the reserved trash name went back with it
+    monkeypatch.setattr(safe_io, "move_file", real_move)
+    # A writer that still holds the file open writes into the trashed note, which restore brings back.
+    with open(vault / "b.md", "a", encoding="utf-8") as held:
+        result = trash_note(vault, "b.md")
+        held.write("written after the delete\n")
+    assert not (vault / "b.md").exists() and "written after" in (vault / result.trash_path).read_text()
+    restore_note(vault, "b.md")
+    assert (vault / "b.md").read_text() == "# B\nwritten after the delete\n"
+
+
 def test_no_write_without_a_branch_a_repository_or_the_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     vault = make_repo(tmp_path / "v", {"a.md": "# A\n"})
     before = snapshot(vault)

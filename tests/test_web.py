@@ -215,3 +215,66 @@ def test_prompt_kept_redacted_or_not_at_all(tmp_path: Path, monkeypatch: pytest.
     assert "rotate the TLS" in kept["prompt"] and "ghp_0123456789" not in kept["prompt"]
     monkeypatch.setenv("MEMORY_HUB_TELEMETRY_PROMPTS", "off")
     assert telemetry.prompt_fields(tmp_path, PROMPT, "block") == {}
+
+
+def test_named_tokens_sign_in_read_views_write_applies_as_its_author(tmp_path: Path) -> None:
+    """The tokens file's named tokens sign a browser in: a read token views and cannot write; a write
+    token applies a dream step and rejects a proposal, each commit naming the token as author."""
+    import hashlib
+    import subprocess
+
+    from test_dream_fixtures import build
+    from test_server_http import server
+
+    from memory_hub.dream import proposals
+
+    vault = build(tmp_path)
+    plan = proposals.plan(vault, backend="lexical", use_llm=False)
+    step = next(s for s in plan.steps if s.actions)
+    key = next(k for s in plan.steps if s is not step for k in s.keys)
+    secrets = {"viewer": ("viewer-secret-0123456789ab", "read"), "alice": ("alice-secret-0123456789ab", "write")}
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text("".join(f'[tokens.{n}]\nsha256 = "{hashlib.sha256(s.encode()).hexdigest()}"\nscope = "{sc}"\n'
+                              for n, (s, sc) in secrets.items()), encoding="utf-8")
+
+    def log(fmt: str) -> str:
+        return subprocess.run(["git", "log", "-1", f"--format={fmt}"], cwd=vault, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    with server(vault, "http", env={"MEMORY_HUB_TOKENS_FILE": str(tokens)}) as (port, _proc):
+        url = f"http://127.0.0.1:{port}"
+        assert get(url, "/").status_code == 401  # tokens configured: nothing without one
+        assert httpx.post(url + "/login", data={"token": "nobody-0123456789abcdef", "next": "/"},
+                          timeout=30).status_code == 401
+
+        def sign_in(name: str) -> dict[str, str]:
+            r = httpx.post(url + "/login", data={"token": secrets[name][0], "next": "/health"}, timeout=30)
+            assert r.status_code == 303, r.text
+            cookie = r.cookies.get("memory_hub_session")
+            assert cookie and secrets[name][0] not in cookie
+            return {"memory_hub_session": cookie}
+
+        same = {**HTML, "Origin": url, "Sec-Fetch-Site": "same-origin"}
+        viewer = sign_in("viewer")
+        page = httpx.get(url + "/health", headers=HTML, cookies=viewer, timeout=60)
+        assert page.status_code == 200 and "signed in as viewer" in page.text and "(read-only)" in page.text
+        assert httpx.get(url + "/?q=cdn+purge", headers=HTML, cookies=viewer, timeout=60).status_code == 200
+        head = log("%H")
+        refused = httpx.post(url + "/dream/apply", data={"step": step.name}, cookies=viewer, headers=same, timeout=60)
+        assert refused.status_code == 403 and "read-only" in refused.text
+        assert log("%H") == head  # nothing committed
+        # a forged cookie naming the write token is refused by the guard itself
+        forged = {"memory_hub_session": "alice." + "0" * 64}
+        assert httpx.get(url + "/health", headers=HTML, cookies=forged, timeout=30).status_code == 401
+
+        alice = sign_in("alice")
+        assert "signed in as alice" in httpx.get(url + "/health", headers=HTML, cookies=alice, timeout=60).text
+        applied = httpx.post(url + "/dream/apply", data={"step": step.name}, cookies=alice, headers=same, timeout=120)
+        assert applied.status_code == 200, applied.text
+        assert log("%H") != head and log("%an <%ae>") == "alice <alice@memory-hub>"
+        rejected = httpx.post(url + "/dream/reject", data={"key": key}, cookies=alice, headers=same, timeout=60)
+        assert rejected.status_code == 200, rejected.text
+        assert log("%s") == "dream: remember rejected proposals" and log("%an") == "alice"
+        # a bearer header works as the cookie does, scope and all
+        assert httpx.post(url + "/dream/plan", headers={**HTML, "Authorization": f"Bearer {secrets['viewer'][0]}"},
+                          timeout=60).status_code == 403

@@ -6,14 +6,30 @@ import argparse
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from .shell import CliError, print_json, vault_path
+
+
+def capture_target(args: argparse.Namespace, tags: list[str] | None = None) -> tuple[Path, str | None]:
+    """The vault a capturing command writes to: the one ``--vault`` names (a path, or a team vault's
+    name), else a team vault whose ``capture_tags`` the capture carries (``vaults.capture_vault``, as the
+    MCP ``capture`` tool routes); and that team vault's name when it is not the one ``--vault`` chose."""
+    from ..config import ConfigError
+    from ..vaults import capture_vault
+
+    vault = vault_path(args)
+    try:
+        ref = capture_vault(vault, None, tags or [])
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    return ref.path, (ref.name if ref.path != vault else None)
 
 
 def cmd_braindump(args: argparse.Namespace) -> int:
     from ..capture import CaptureError, braindump
 
-    vault = vault_path(args)
+    vault, routed = capture_target(args, args.tag)
     text = sys.stdin.read() if args.text == "-" else args.text
     try:
         result = braindump(vault, text, title=args.title, kind=args.kind, tags=args.tag, links=args.link,
@@ -21,8 +37,10 @@ def cmd_braindump(args: argparse.Namespace) -> int:
     except CaptureError as exc:
         raise CliError(str(exc)) from None
     if args.json:
-        print_json(result.as_dict())
+        print_json({**result.as_dict(), **({"vault": routed, "vault_path": str(vault)} if routed else {})})
         return 0
+    if routed:
+        print(f"to team vault {routed} ({vault}): its capture_tags claim this capture")
     print(f"captured {result.path} (scope {result.scope}{', due ' + result.due if result.due else ''}"
           f"{', deadline ' + result.deadline if result.deadline else ''})")
     if result.daily:
@@ -71,7 +89,7 @@ def cmd_learnings(args: argparse.Namespace) -> int:
     from ..capture.learnings import TranscriptError, learnings_from_text, learnings_from_transcript
     from ..vault.walk import OutsideVault, UnreadableNote
 
-    vault = vault_path(args)
+    vault = capture_target(args)[0]  # the vault --vault names (a path or a team vault's name)
     try:
         if args.source == "-":
             report = learnings_from_text(vault, sys.stdin.read(), dry_run=args.dry_run)

@@ -19,10 +19,10 @@ def cmd_hook(args: argparse.Namespace) -> int:
     if args.agent == "codex":
         from ..hooks.codex import run
 
-        return run(args.vault)
+        return run(args.vault, detach=True)
     from ..hooks.claude_code import run
 
-    return run("claude-code", args.vault)
+    return run("claude-code", args.vault, detach=True)
 
 
 def _project(args: argparse.Namespace) -> Path | None:
@@ -85,14 +85,14 @@ def cmd_recall(args: argparse.Namespace) -> int:
     out = reply = None
     if not args.in_process:
         reply = ask_server(vault, {"op": "recall", "prompt": args.prompt, "session_id": args.session,
-                                   "budget": args.budget})
+                                   "budget": args.budget, "cwd": str(Path.cwd())})
         out = reply if reply and reply.get("ok") else None
     if out is None:
         from ..hooks.prompt import answer
-        from ..retrieval.recall import Recaller
+        from ..team.recall import cold_recaller
 
         why = reply.get("error") if reply else None  # a server that could not answer: say why
-        out = answer(Recaller(vault), args.prompt, args.session, served_by="cli", budget=args.budget, fallback=why)
+        out = answer(cold_recaller(vault, Path.cwd()), args.prompt, args.session, served_by="cli", budget=args.budget, fallback=why)
     event = out["telemetry"]
     if args.json:
         print_json({"block": out["block"], "injected": out["injected"], "mode": event.get("mode"),
@@ -101,6 +101,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
                     "fallback": event.get("fallback"), "served_by": event.get("served_by"),
                     "search_mode": event.get("search_mode"), "low_confidence": event.get("low_confidence"),
                     "hint": event.get("hint"), "warnings": event.get("warnings") or [],
+                    "vaults": (event.get("vaults") or {}).get("asked"),
                     "ms": round((time.perf_counter() - t0) * 1000, 1)})
         return 0
     for warning in event.get("warnings") or []:

@@ -57,13 +57,24 @@ def _in_process(vault: Path, args: argparse.Namespace, mode: str | None, filters
     return result_json(result, args.explain)
 
 
-def run_search(vault: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """The search as ``--json`` prints it, from the warm server when one answers."""
+def run_search(vault: Path, args: argparse.Namespace, via: tuple[Path, str] | None = None) -> dict[str, Any]:
+    """The search as ``--json`` prints it, from the warm server when one answers. ``via`` (the
+    primary vault, this team vault's name): first ask the server of the primary vault, which serves
+    its team vaults too (kept fresh by their watchers), then this vault's own server, then in-process."""
     filters = {"kinds": args.kind or None, "tags": args.tag or None, "path_prefix": args.path_prefix,
                "since": args.since}
+    payload = {"op": "search", "query": args.query, "k": args.k, "mode": args.mode, "filters": filters,
+               "explain": args.explain}
+    if via is not None and not args.in_process:
+        reply = ask_server(via[0], {**payload, "team_vault": via[1]})
+        if reply and reply.get("ok"):
+            reply.pop("ok", None)
+            reply.pop("vault", None)
+            return {**reply, "served_by": "server"}
+        if reply and reply.get("query_error"):
+            raise CliError(str(reply.get("error")))
     if not args.in_process:
-        reply = ask_server(vault, {"op": "search", "query": args.query, "k": args.k, "mode": args.mode,
-                                   "filters": filters, "explain": args.explain})
+        reply = ask_server(vault, payload)
         if reply and reply.get("ok"):
             reply.pop("ok", None)
             reply.pop("vault", None)
@@ -98,7 +109,7 @@ def run_team_search(vault: Path, args: argparse.Namespace) -> dict[str, Any]:
     per_vault, warnings, served = [], team.warnings(), {}
     for ref in team.refs:
         try:
-            data = run_search(ref.path, args)
+            data = run_search(ref.path, args, None if ref is team.primary else (team.primary.path, ref.name))
         except CliError as exc:
             warnings.append(f"vault {ref.name!r} was not searched: {exc}")
             continue

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..vault.git import commit_blocker, run_git
+from ..vault.git import commit_blocker, current_author, run_git
 
 STATE_DIRNAME = ".memory-hub"  # the vault's tracked state folder (``.memory_hub/`` is the disposable cache)
 TRAILER = "Dream-Proposal"
@@ -214,6 +214,7 @@ def commit_rejections(vault: Path) -> str | None:
     if not run_git(vault, "status", "--porcelain", "--untracked-files=all", "--", rel).stdout.strip():
         return None
     run_git(vault, "add", "-A", "--", rel)
+    who = current_author()  # a named token's rejection from the web pages is committed as that token
     run_git(vault, "commit", "-q", "-m", "dream: remember rejected proposals\n\nSo later passes never propose "
-            "them again.", "--", rel, identity=True)
+            "them again.", *([f"--author={who}"] if who else []), "--", rel, identity=True)
     return run_git(vault, "rev-parse", "HEAD").stdout.strip()

@@ -21,10 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     if agent == "codex":
         from .codex import run
 
-        return run(vault)
+        return run(vault, detach=True)
     from .claude_code import run as run_claude
 
-    return run_claude("claude-code", vault)
+    return run_claude("claude-code", vault, detach=True)
 
 
 if __name__ == "__main__":

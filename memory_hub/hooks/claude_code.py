@@ -1,7 +1,9 @@
 """``memory-hub hook claude-code``: Claude Code's hook events in, at most one JSON object out.
 
 * ``UserPromptSubmit`` → the ``<vault-memory>`` block as ``additionalContext``: asked of the warm
-  server over the local socket first, computed in-process when no server answers.
+  server over the local socket first, computed in-process when no server answers; over this vault
+  and the team vaults configured for the prompt's folder (``cwd``), one fused ranking
+  (``team/recall.py``).
 * ``PostToolUse`` of a file read inside the vault → one read recorded in the usage log (the note
   itself is never written).
 * ``PreCompact`` / ``Stop`` / ``SubagentStop`` / ``SessionEnd`` → the transcript tail saved as a
@@ -27,6 +29,7 @@ DEFAULT_DEADLINE = 3.0  # seconds for UserPromptSubmit, end to end
 SOCKET_TIMEOUT = 1.0
 SAVE_EVENTS = ("PreCompact", "Stop", "SubagentStop", "SessionEnd")
 READ_TOOLS = ("Read", "read_file", "view", "View")
+AFTER_REPLY: list[Callable[[], None]] = []  # work that must happen but need not delay the reply
 
 
 def _deadline() -> float:
@@ -70,14 +73,18 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
     from ..config import settings
 
     prompt = event.get("prompt") if isinstance(event.get("prompt"), str) else ""
+    cwd = event.get("cwd") if isinstance(event.get("cwd"), str) and event["cwd"].startswith("/") else None
     session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
     budget = settings(vault)["hooks.budget"]
     # With an LLM endpoint, recall may wait this long for a same-turn hint (never past our deadline).
     hint_wait = min(hint_seconds(), deadline * 0.4) if llm_configured() else 0.0
     try:
+        wait = min(SOCKET_TIMEOUT, deadline * 0.4) + hint_wait
+        # reply_by: past it this process has given up and recalls cold, so the server must not
+        # remember its block as shown to the session (the cold block would then leave those out).
         reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id, "budget": budget,
-                                "hint_wait_ms": int(hint_wait * 1000)},
-                        timeout=min(SOCKET_TIMEOUT, deadline * 0.4) + hint_wait)
+                                "hint_wait_ms": int(hint_wait * 1000), "cwd": cwd, "reply_by": time.time() + wait},
+                        timeout=wait)
     except UnsafeSocketDir as exc:  # another user could be listening: never ask it, say why
         reply, unsafe = None, f"unsafe-socket: {exc}"
     else:
@@ -89,14 +96,17 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
     box: dict[str, Any] = {}
 
     def cold() -> None:
-        from ..retrieval.recall import Recaller
+        from ..team.recall import cold_recaller
         from .prompt import answer
 
         try:
-            recaller = Recaller(vault)
+            # this vault and the team vaults its hooks ask in this folder (vaults.py), as the server would
+            recaller = cold_recaller(vault, Path(cwd) if cwd else None)
             box["out"] = answer(recaller, prompt, session_id, served_by="cold", budget=budget,
                                 deadline=started + deadline * 0.7, fallback=fallback, extra={"agent": agent},
-                                hint_until=min(time.monotonic() + hint_wait, started + deadline * 0.85))
+                                hint_until=min(time.monotonic() + hint_wait, started + deadline * 0.85),
+                                defer_record=True)
+            AFTER_REPLY.append(box["out"].pop("record"))
         except Exception as exc:  # noqa: BLE001 - reported in telemetry, never raised into the agent
             box["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -168,8 +178,11 @@ def handle(event: dict[str, Any], vault: Path, agent: str = "claude-code",
 
 
 def run(agent: str, vault_arg: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None,
-        handler: Callable[..., dict[str, Any] | None] = handle) -> int:
-    """Read one event from stdin, handle it under a hard deadline, print the reply; always 0."""
+        handler: Callable[..., dict[str, Any] | None] = handle, detach: bool = False) -> int:
+    """Read one event from stdin, handle it under a hard deadline, print the reply; always 0.
+
+    ``detach`` (the real hook process) finishes ``AFTER_REPLY`` in a forked child so the agent,
+    which waits for this process to exit, is not kept waiting; in-process callers finish inline."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     vault, problem = _vault(vault_arg)  # before the deadline: the vault's settings may set it
@@ -199,4 +212,36 @@ def run(agent: str, vault_arg: str | None = None, stdin: TextIO | None = None, s
             stdout.flush()
         except OSError:
             pass
+    finish_after_reply(detach)
     return 0
+
+
+def finish_after_reply(detach: bool) -> None:
+    """Run ``AFTER_REPLY``: inline, or (``detach``, where fork exists) in a child that owns none of
+    the agent's pipes, so the parent exits at once. A failure is dropped: it is telemetry."""
+    tasks = list(AFTER_REPLY)
+    AFTER_REPLY.clear()
+    if not tasks:
+        return
+    pid = -1
+    if detach and hasattr(os, "fork"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = -1
+        if pid > 0:
+            return
+    if pid == 0:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+    for task in tasks:
+        try:
+            task()
+        except Exception:  # noqa: BLE001, S112 - telemetry never fails a hook
+            continue
+    if pid == 0:
+        os._exit(0)

@@ -191,6 +191,7 @@ class RecallResult:
     hint: dict[str, Any] | None = None  # which hint path served, and what it added
     timings_ms: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # what a person should hear about (stderr, --json)
+    vaults: dict[str, Any] | None = None  # several vaults recalled together (team/recall.py): who gave what
 
     @property
     def text(self) -> str:
@@ -205,6 +206,7 @@ class RecallResult:
             "fallback": self.fallback, "search_mode": self.search_mode, "low_confidence": self.low_confidence,
             "dropped_tail": self.dropped_tail, "hint": self.hint, "timings_ms": self.timings_ms,
             "prompt_chars": self.prompt_chars, **({"warnings": self.warnings} if self.warnings else {}),
+            **({"vaults": self.vaults} if self.vaults else {}),
         }
 
 
@@ -443,12 +445,15 @@ def _listener(recaller: Recaller) -> Callable[[Any, Any], None]:
     return changed
 
 
-def recall_for_server(state: Any, prompt: str, budget_tokens: int = DEFAULT_BUDGET) -> dict[str, Any]:
-    """The MCP ``recall`` tool: the block for ``prompt`` (no session de-duplication, no hints)."""
-    result = recaller_for_state(state).recall(prompt, budget=budget_tokens)
+def recall_for_server(state: Any, prompt: str, budget_tokens: int = DEFAULT_BUDGET,
+                      recaller: Any = None) -> dict[str, Any]:
+    """The MCP ``recall`` tool: the block for ``prompt`` (no session de-duplication, no hints);
+    ``recaller`` is the server's own unless given (several vaults: ``team/recall.py``)."""
+    result = (recaller or recaller_for_state(state)).recall(prompt, budget=budget_tokens)
     return {
         "block": result.text, "mode": result.mode, "confidence": result.confidence,
         "notes": len(result.block.included) if result.block else 0,
         "tokens": result.block.tokens if result.block else 0, "skipped": result.skipped,
+        **({"warnings": result.warnings} if result.warnings else {}),
     }
 

@@ -39,9 +39,19 @@ class Searcher:
         self._reranker: Reranker | None = None
         self._reranker_loaded = False
         self._lock = threading.Lock()
+        self._models_from: Searcher | None = None
+
+    def share_models(self, other: Searcher) -> Searcher:
+        """Use ``other``'s embedder and reranker (loaded once, by whichever searcher needs them first)
+        when both name the same ones: a server searching several vaults holds one copy of each."""
+        if (other._embedder_spec, other._reranker_spec) == (self._embedder_spec, self._reranker_spec):
+            self._models_from = other
+        return self
 
     @property
     def embedder(self) -> Embedder:
+        if self._models_from is not None:
+            return self._models_from.embedder
         with self._lock:
             if self._embedder is None:
                 self._embedder = load_embedder(self._embedder_spec)
@@ -55,6 +65,11 @@ class Searcher:
                 self._vectors = VectorIndex(self.vault, emb, self._fingerprint())
             return self._vectors
 
+    @property
+    def vectors_open(self) -> bool:
+        """Whether the vector index is open (its model loaded): keeping vectors fresh then loads nothing."""
+        return self._vectors is not None
+
     def _fingerprint(self) -> str | None:
         try:
             return embedder_fingerprint(self._embedder_spec)
@@ -63,6 +78,8 @@ class Searcher:
 
     @property
     def reranker(self) -> Reranker | None:
+        if self._models_from is not None:
+            return self._models_from.reranker
         if not self._reranker_loaded:
             emb = self.embedder if (self._reranker_spec or "") == "maxsim" else None
             with self._lock:

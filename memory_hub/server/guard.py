@@ -171,9 +171,11 @@ class Guard:
                     found = self.tokens.authenticate(given)
                 if self.token is not None and hmac.compare_digest(digest(given), digest(self.token)):
                     found = found or ENV_PRINCIPAL
-            if found is None and self.token is not None and _has_session("; ".join(headers.get("cookie", [])),
-                                                                         self.token):
+            cookies = "; ".join(headers.get("cookie", []))
+            if found is None and self.token is not None and _has_session(cookies, self.token):
                 found = ENV_PRINCIPAL  # a browser signed in at /login with $MEMORY_HUB_TOKEN
+            if found is None and self.tokens is not None:
+                found = session_principal(cookies, self.tokens)  # ... or with a named token
             if found is None:
                 await _reject(send, 401, "missing or wrong bearer token (a browser: sign in at /login)",
                               {"www-authenticate": "Bearer"})
@@ -209,6 +211,22 @@ def _has_session(cookie_header: str, token: str) -> bool:
         if name == SESSION_COOKIE and hmac.compare_digest(value.strip().encode(), expected):
             return True
     return False
+
+
+def session_cookie(cookie_header: str) -> str | None:
+    """The web session cookie's value in a ``Cookie`` header (the last one wins), or None."""
+    found = None
+    for part in cookie_header.split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == SESSION_COOKIE:
+            found = value.strip()
+    return found
+
+
+def session_principal(cookie_header: str, tokens: TokenTable) -> Principal | None:
+    """The named token a browser signed in with (``tokens.TokenTable.session_value``), or None."""
+    value = session_cookie(cookie_header)
+    return tokens.session_principal(value) if value else None
 
 
 def token_from_env() -> str | None:

@@ -13,8 +13,10 @@ symlink, owned by this user, no group or other permissions) and refuse it otherw
 uid (``SO_PEERCRED``). The protocol is one JSON object per line each way:
 
 ``{"op": "ping"}`` → ``{"ok": true, "vault": …, "pid": …}``
-``{"op": "recall", "prompt": …, "session_id": …, "budget": 1200, "hint_wait_ms": 1000}`` →
-``{"ok": true, "block": …, …}`` (``hint_wait_ms``: how long recall may wait for a same-turn hint)
+``{"op": "recall", "prompt": …, "session_id": …, "budget": 1200, "hint_wait_ms": 1000, "cwd": …}`` →
+``{"ok": true, "block": …, …}`` (``hint_wait_ms``: how long recall may wait for a same-turn hint;
+``cwd``: the folder the prompt was asked in, which picks the team vaults its hooks ask, ``vaults.py``).
+``{"op": "search", …, "team_vault": NAME}`` searches a team vault the server serves beside its own.
 ``{"op": "search", "query": …, "k": 10, "mode": null, "filters": {…}, "explain": false}`` →
 ``{"ok": true, "results": […], …}`` (what ``memory-hub search --json`` prints; the CLI asks here first)
 
@@ -128,7 +130,7 @@ def _ping(state: Any, request: dict[str, Any]) -> dict[str, Any]:
 
 def _recall(state: Any, request: dict[str, Any]) -> dict[str, Any]:
     from ..hooks.prompt import answer
-    from ..retrieval.recall import recaller_for_state
+    from .team_vaults import prompt_recaller
 
     prompt = request.get("prompt")
     if not isinstance(prompt, str):
@@ -141,9 +143,14 @@ def _recall(state: Any, request: dict[str, Any]) -> dict[str, Any]:
     hint_until = None
     if isinstance(wait_ms, int) and not isinstance(wait_ms, bool):
         hint_until = time.monotonic() + max(0, min(wait_ms, 10_000)) / 1000
-    out = answer(recaller_for_state(state), prompt, session_id if isinstance(session_id, str) else None,
+    cwd = request.get("cwd")
+    recaller = prompt_recaller(state, Path(cwd) if isinstance(cwd, str) and cwd.startswith("/") else None)
+    reply_by = request.get("reply_by")
+    out = answer(recaller, prompt, session_id if isinstance(session_id, str) else None,
                  served_by="cli-warm" if request.get("client") == "cli" else "warm", budget=budget,
-                 hint_until=hint_until)
+                 hint_until=hint_until,
+                 reply_by=float(reply_by) if isinstance(reply_by, (int, float)) and not isinstance(reply_by, bool)
+                 else None)
     return {"ok": True, **out}
 
 
@@ -169,11 +176,20 @@ def _search(state: Any, request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "error": "path_prefix and since must be strings"}
     filters = Filters(kinds=lists["kinds"] or None, tags=lists["tags"] or None, **texts)
     explain = request.get("explain") is True
+    search, where = state.search, state.vault
+    if request.get("team_vault") is not None:  # a team vault this server serves beside its own
+        from .team_vaults import for_state
+
+        team, name = for_state(state), request.get("team_vault")
+        ref = next((r for r in team.vaults.refs[1:] if r.name == name), None) if team is not None else None
+        if ref is None:
+            return {"ok": False, "error": f"this server serves no team vault named {name!r}"}
+        search, where = team.searcher(ref).search, ref.path
     try:
-        result = state.search(query, k=k, filters=filters, mode=mode, explain=explain)
+        result = search(query, k=k, filters=filters, mode=mode, explain=explain)
     except QueryError as exc:
         return {"ok": False, "error": str(exc), "query_error": True}
-    return {"ok": True, "vault": str(state.vault), **result_json(result, explain)}
+    return {"ok": True, "vault": str(where), **result_json(result, explain)}
 
 
 # op name → handler(state, request) → reply. The one place to add a request.

@@ -156,6 +156,12 @@ def open_state(vault: Path, *, watch: bool = True, rescan_every: float | None = 
         timer = threading.Timer(CATCH_UP_DELAY, state.watcher.request_full)
         timer.daemon = True
         timer.start()
+        # Every team vault served beside this one gets its own watcher (server/team_vaults.py), at the
+        # same moment and for the same reason: a pull or an edit there is searchable without a restart.
+        team = threading.Timer(CATCH_UP_DELAY, _watch_team_vaults, args=(state, rescan_every))
+        team.daemon = True
+        state.extras["_team_timer"] = team
+        team.start()
     if not warm:
         state.models_ready.set()
     if hooks_socket:
@@ -180,8 +186,20 @@ def open_state(vault: Path, *, watch: bool = True, rescan_every: float | None = 
     return state
 
 
+def _watch_team_vaults(state: ServerState, rescan_every: float | None) -> None:
+    from .team_vaults import for_state
+
+    try:
+        team = for_state(state)
+        if team is not None and not state.extras.get("_closed"):
+            team.watch(rescan_every)
+    except Exception as exc:  # noqa: BLE001 - the server's own vault is served whatever happens here
+        log.warning("team vaults not watched: %s", exc)
+
+
 def close_state(state: ServerState) -> None:
-    """Stop the health check, the watcher and the hooks socket (idempotent)."""
+    """Stop the health check, the watchers (the vault's and its team vaults') and the hooks socket
+    (idempotent)."""
     health = state.extras.pop("_health", None)
     if health is not None:
         health[0].set()
@@ -190,8 +208,16 @@ def close_state(state: ServerState) -> None:
     if timer is not None:
         timer.cancel()
         timer.join(timeout=5)  # a background() already running finishes, so its socket gets closed
+    state.extras["_closed"] = True
+    team_timer = state.extras.pop("_team_timer", None)
+    if team_timer is not None:
+        team_timer.cancel()
+        team_timer.join(timeout=30)  # a team vault's first sync in progress finishes, then its watcher stops
     if state.watcher is not None:
         state.watcher.stop()
+    team = state.extras.get("team")
+    if team is not None:
+        team.close()
     handle = state.extras.pop("local_socket", None)
     if handle is not None:
         try:
@@ -256,7 +282,7 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
         from .app import build_server
 
         mcp = build_server(state)
-        web = add_web_routes(mcp, state, token) if transport != "stdio" else None
+        web = add_web_routes(mcp, state, token, tokens) if transport != "stdio" else None
         _add_health_route(mcp, state, limits, web)
         if transport == "stdio":
             mcp.run("stdio", show_banner=False, log_level=log_level.upper())
@@ -360,12 +386,12 @@ def _run_http(mcp: Any, transport: str, sock: socket.socket, hosts: list[str], t
     anyio.run(main)
 
 
-def add_web_routes(mcp: Any, state: ServerState, token: str | None) -> Any:
+def add_web_routes(mcp: Any, state: ServerState, token: str | None, tokens: TokenTable | None = None) -> Any:
     """The web pages (``server/web/``) on the HTTP port, behind the same guard as ``/mcp``."""
     from .app import SEARCH_MODES
     from .web.app import Web
 
-    web = Web(state, token, SEARCH_MODES)
+    web = Web(state, token, SEARCH_MODES, tokens)
     for route in web.routes():
         mcp.custom_route(route.path, methods=sorted(route.methods - {"HEAD"}))(route.endpoint)
     return web

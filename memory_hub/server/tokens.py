@@ -24,6 +24,10 @@ The tokens file (``server.tokens_file``, default ``~/.config/memory-hub/tokens.t
   tools read; a write by a named token is committed with that name as the author.
 * **Rate limits** per token (a token bucket); a request over the limit gets ``429`` and
   ``Retry-After``.
+* **Web pages.** A browser signs in at ``/login`` with a named token as with ``$MEMORY_HUB_TOKEN``;
+  its cookie holds the token's name and a keyed hash (:meth:`TokenTable.session_value`), and the
+  pages allow what the token's scope allows (a read token views, a write token also applies or
+  rejects dream proposals, committed with its name as author).
 """
 
 from __future__ import annotations
@@ -93,6 +97,9 @@ def tool_writes(tool: Any) -> bool:
     return hint is not True
 
 
+SESSION_CONTEXT = b"memory-hub web session of a named token v1 "
+
+
 def digest(secret: str) -> bytes:
     return hashlib.sha256(secret.encode("utf-8")).digest()
 
@@ -154,6 +161,26 @@ class TokenTable:
                 burst = max(1.0, entry.rate_per_minute / 10.0)
                 bucket = self._buckets[principal.name] = _Bucket(rate, burst, burst, now)
             return bucket.take(now)
+
+    def session_value(self, principal: Principal) -> str | None:
+        """The web session cookie for a browser signed in with ``principal``'s token: its name and a
+        keyed hash (the key is the token's stored SHA-256, which the browser never sees), never the
+        token. None for a principal not in this table."""
+        entry = next((e for e in self.entries if e.principal == principal), None)
+        if entry is None:
+            return None
+        mac = hmac.new(entry.hashed, SESSION_CONTEXT + principal.name.encode(), "sha256").hexdigest()
+        return f"{principal.name}.{mac}"
+
+    def session_principal(self, cookie: str) -> Principal | None:
+        """The principal a session cookie value stands for, compared in constant time; None when forged."""
+        name, _, mac = cookie.rpartition(".")
+        found = None
+        for entry in self.entries:
+            expected = hmac.new(entry.hashed, SESSION_CONTEXT + entry.principal.name.encode(), "sha256").hexdigest()
+            if hmac.compare_digest(f"{name}.{mac}".encode(), f"{entry.principal.name}.{expected}".encode()):
+                found = entry.principal
+        return found
 
     def add(self, name: str, secret: str, scope: str, rate_per_minute: int = DEFAULT_RATE) -> None:
         self.entries.append(Entry(Principal(name, scope), digest(secret), rate_per_minute))

@@ -121,7 +121,7 @@ def search(state: ServerState, query: str, k: int = 10, mode: str | None = None,
     warnings = list(result.warnings)
     team = team_vaults(state)
     if team is not None:
-        out["results"], out["vaults"], more = _with_team_vaults(team, hits, query, k, mode,
+        out["results"], out["vaults"], more = _with_team_vaults(state, team, hits, query, k, mode,
                                                                 _filters(kinds, tags, path_prefix, since))
         warnings += more
     if warnings:
@@ -134,38 +134,21 @@ def search(state: ServerState, query: str, k: int = 10, mode: str | None = None,
     return out
 
 
-_TEAM: dict[str, Any] = {}  # vault path → its vault set (None: no team vaults); "searchers" → {path: Searcher}
-
-
 def team_vaults(state: ServerState) -> Any:
-    """The vault set of this server when team vaults are configured with it (``vaults.py``), else None.
-    Read once per server; a team vault's own index is brought up to date when first searched."""
-    key = str(state.vault)
-    if key not in _TEAM:
-        from ..config import ConfigError
-        from ..vaults import vault_set
+    """The vault set of this server when team vaults are configured with it (``vaults.py``), else None."""
+    from .team_vaults import for_state
 
-        try:
-            found = vault_set(state.vault)
-        except ConfigError as exc:
-            log.warning("team vaults not searched: %s", exc)
-            found = None
-        _TEAM[key] = found if found is not None and (len(found) > 1 or found.missing) else None
-    return _TEAM[key]
+    team = for_state(state)
+    return None if team is None else team.vaults
 
 
-def _team_searcher(ref: Any) -> Any:
-    searchers = _TEAM.setdefault("searchers", {})
-    key = str(ref.path)
-    if key not in searchers:
-        from ..retrieval.searcher import Searcher
+def _team_searcher(state: ServerState, ref: Any) -> Any:
+    from .team_vaults import for_state
 
-        sync(ref.path, progress=False)  # catch up with what `sync --remote` or a person changed there
-        searchers[key] = Searcher(ref.path)
-    return searchers[key]
+    return for_state(state).searcher(ref)  # type: ignore[union-attr]
 
 
-def _with_team_vaults(team: Any, hits: list[dict[str, Any]], query: str, k: int, mode: str | None,
+def _with_team_vaults(state: ServerState, team: Any, hits: list[dict[str, Any]], query: str, k: int, mode: str | None,
                       filters: Filters | None) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     """This vault's hits fused with each team vault's (``team/search.py``); every result names its vault."""
     from ..team.search import fuse
@@ -174,7 +157,7 @@ def _with_team_vaults(team: Any, hits: list[dict[str, Any]], query: str, k: int,
     warnings = team.warnings()
     for ref in team.refs[1:]:
         try:
-            result = _team_searcher(ref).search(query, k=k, filters=filters, mode=mode or None)
+            result = _team_searcher(state, ref).search(query, k=k, filters=filters, mode=mode or None)
         except Exception as exc:  # noqa: BLE001 - one unreadable team vault must not fail the search
             warnings.append(f"vault {ref.name!r} was not searched: {type(exc).__name__}: {exc}")
             continue
@@ -194,44 +177,14 @@ def recall(state: ServerState, prompt: str, budget_tokens: int = 600) -> dict[st
     if not 50 <= budget_tokens <= MAX_RECALL_TOKENS:
         raise ToolError(f"budget_tokens must be between 50 and {MAX_RECALL_TOKENS}, not {budget_tokens}")
     from ..retrieval.recall import recall_for_server  # imported on first use: start-up stays fast
+    from .team_vaults import for_state
 
-    out = {**recall_for_server(state, prompt, budget_tokens), "index": _freshness(state)}
-    team = team_vaults(state)
-    if team is not None:
-        out.update(_recall_with_team_vaults(state, team, prompt, budget_tokens))
-    return out
-
-
-def _recall_with_team_vaults(state: ServerState, team: Any, prompt: str, budget: int) -> dict[str, Any]:
-    """One block for this vault and the team vaults: each vault's recalled notes, interleaved by rank
-    (as ``team/search.py`` fuses searches), a team vault's paths written ``vault:path``, rendered
-    within the one budget."""
-    from ..retrieval.block import Entry, render
-    from ..retrieval.recall import Recaller, recaller_for_state
-
-    per_vault, warnings = [], team.warnings()
-    for ref in team.refs:
-        try:
-            if ref is team.primary:
-                result = recaller_for_state(state).recall(prompt, budget=budget)
-            else:
-                recallers = _TEAM.setdefault("recallers", {})
-                if str(ref.path) not in recallers:
-                    recallers[str(ref.path)] = Recaller(ref.path, refresh_interval=5.0)
-                result = recallers[str(ref.path)].recall(prompt, budget=budget)
-        except Exception as exc:  # noqa: BLE001 - one team vault must not fail recall
-            warnings.append(f"vault {ref.name!r} was not recalled: {type(exc).__name__}: {exc}")
-            continue
-        entries = result.block.included if result.block else []
-        prefix = "" if ref is team.primary else f"{ref.name}:"
-        per_vault.append([Entry(prefix + e.path, e.title, e.description) for e in entries])
-    fused = [v[rank] for rank in range(max((len(v) for v in per_vault), default=0)) for v in per_vault
-             if rank < len(v)]
-    if not fused:
-        return {"vaults": team.names(), **({"warnings": warnings} if warnings else {})}
-    block = render("team", fused, budget)
-    return {"block": block.text, "notes": len(block.included), "tokens": block.tokens, "skipped": None,
-            "vaults": team.names(), **({"warnings": warnings} if warnings else {})}
+    team = for_state(state)
+    if team is None:
+        return {**recall_for_server(state, prompt, budget_tokens), "index": _freshness(state)}
+    # One block over this vault and the team vaults, fused as the hooks fuse it (team/recall.py).
+    out = recall_for_server(state, prompt, budget_tokens, recaller=team.for_prompt(None))
+    return {**out, "index": _freshness(state), "vaults": team.vaults.names()}
 
 
 def _resolve_note(state: ServerState, path: str) -> str:
@@ -653,6 +606,11 @@ def status(state: ServerState) -> dict[str, Any]:
         out["watcher"] = "off"
     if pending:
         out["stale"] = f"{pending} file(s) changed since the last sync; they will be indexed shortly"
+    from .team_vaults import for_state
+
+    team = for_state(state)
+    if team is not None:  # each team vault served beside this one, and whether a watcher keeps it fresh
+        out["team_vaults"] = team.status()
     return out
 
 

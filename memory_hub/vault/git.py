@@ -29,6 +29,11 @@ def author(line: str | None) -> Iterator[None]:
         _AUTHOR.reset(token)
 
 
+def current_author() -> str | None:
+    """The author ``author`` set for this context ("Name <email>"), or None: git's own identity."""
+    return _AUTHOR.get()
+
+
 class GitError(RuntimeError):
     """A git command failed; the message carries git's own words."""
 

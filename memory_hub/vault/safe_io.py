@@ -346,6 +346,33 @@ def rename_file(vault: Path, src: str, dst: str, *, hidden: bool = False) -> Non
         os.rename(name, name2, src_dir_fd=dfd, dst_dir_fd=dfd)
 
 
+def move_file(vault: Path, src: str, dst: str, *, replace: bool, src_hidden: bool = False,
+              dst_hidden: bool = False) -> None:
+    """Give a regular file another name anywhere in the vault, the same inode (never a copy), so an
+    edit saved in the meantime moves with it instead of being lost.
+
+    ``replace=True`` is one atomic ``rename`` over ``dst`` (for a name the caller reserved);
+    ``replace=False`` links then unlinks, and raises NoteExists rather than overwrite ``dst``."""
+    root, folders, name = _parts(vault, src, src_hidden)
+    root2, folders2, name2 = _parts(vault, dst, dst_hidden)
+    with _folder(root, folders) as sfd, _folder(root2, folders2, create=True) as dfd:
+        st = os.stat(name, dir_fd=sfd, follow_symlinks=False)
+        if not stat_module.S_ISREG(st.st_mode):
+            raise UnreadableNote(f"{src} is not a regular file; not moved")
+        if replace:
+            os.rename(name, name2, src_dir_fd=sfd, dst_dir_fd=dfd)
+        else:
+            try:
+                os.link(name, name2, src_dir_fd=sfd, dst_dir_fd=dfd, follow_symlinks=False)
+            except FileExistsError:
+                raise NoteExists(f"a note already exists at {dst}") from None
+            if os.stat(name, dir_fd=sfd, follow_symlinks=False).st_ino == os.stat(
+                    name2, dir_fd=dfd, follow_symlinks=False).st_ino:
+                os.unlink(name, dir_fd=sfd)
+        _fsync(dfd)
+        _fsync(sfd)
+
+
 def list_folder(vault: Path, rel: str, *, hidden: bool = False) -> list[str]:
     """Names of the regular files in a vault folder ([] when it does not exist)."""
     try:

@@ -130,7 +130,7 @@ def trash_note(vault: Path, rel: str, expected_hash: str | None = None, *, who: 
         for n in range(1, 1000):
             trash_rel = _trash_rel(vault, _copy_name(rel, n))
             try:
-                safe_io.create_file(vault, trash_rel, data, hidden=True)
+                safe_io.create_file(vault, trash_rel, b"", hidden=True)  # the name, reserved
                 break
             except NoteExists:
                 continue
@@ -138,21 +138,33 @@ def trash_note(vault: Path, rel: str, expected_hash: str | None = None, *, who: 
                 raise WriteRefused(f"cannot write to {TRASH}/: {exc}") from None
         else:
             raise WriteRefused(f"the trash holds too many copies of {rel}; empty {TRASH}/ first")
+        # The note itself moves (its inode, never a copy): a save that lands after the check above
+        # is inside the trashed file, not lost; one that landed before it is caught just below.
         try:
-            if safe_io.stat_file(vault, rel).st_mtime_ns != mtime:
-                raise NoteExists(rel)
-            safe_io.unlink_file(vault, rel)
-        except (OSError, NoteExists, UnreadableNote):
+            safe_io.move_file(vault, rel, trash_rel, replace=True, dst_hidden=True)
+        except (OSError, UnreadableNote, OutsideVault) as exc:
             safe_io.unlink_file(vault, trash_rel, hidden=True)
-            raise WriteRefused(f"{rel} changed while it was being deleted; nothing was deleted") from None
+            raise WriteRefused(f"{rel} could not be moved to {TRASH}/ ({exc}); nothing was deleted") from None
+        if safe_io.read_bytes(vault, trash_rel, hidden=True) != data:
+            raise WriteRefused(_put_back(vault, rel, trash_rel, f"{rel} changed while it was being deleted"))
         try:
             commit = commit_paths(vault, [rel, trash_rel], f"{who} delete_note: {rel} → {trash_rel}\n")
         except GitError as exc:
-            safe_io.create_file(vault, rel, data)
-            safe_io.unlink_file(vault, trash_rel, hidden=True)
             _unstage(vault, [rel, trash_rel])
-            raise WriteRefused(f"not deleted (git refused the commit; the note is back): {exc}") from None
+            raise WriteRefused(_put_back(vault, rel, trash_rel, f"not deleted (git refused the commit: {exc})")) from None
     return TrashResult(rel, trash_rel, digest, commit, linked, notes)
+
+
+def _put_back(vault: Path, rel: str, trash_rel: str, why: str) -> str:
+    """Move a note just trashed back to its path; the message says where it is if it cannot go back
+    (someone saved a new file there meanwhile: both are kept)."""
+    try:
+        safe_io.move_file(vault, trash_rel, rel, replace=False, src_hidden=True)
+    except NoteExists:
+        return f"{why}; a new {rel} was saved meanwhile, so the text that was there is kept at {trash_rel}"
+    except (OSError, UnreadableNote, OutsideVault) as exc:
+        return f"{why}; it could not be moved back ({exc}) and is kept at {trash_rel}"
+    return f"{why}; the note is back, nothing was deleted"
 
 
 def restore_note(vault: Path, path: str, new_path: str | None = None, *, who: str = "mcp") -> RestoreResult:

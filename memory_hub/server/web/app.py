@@ -7,10 +7,11 @@ server's HTTP app, so they sit behind the same ``Guard`` (Host/Origin always, th
 when one is configured) as ``/mcp``.
 
 Who may change anything: reading needs nothing more than the guard lets through. Writing (dream
-apply/reject/plan, running the golden eval) is possible only when the server has a token
-(``$MEMORY_HUB_TOKEN``) and the request presents it: an ``Authorization: Bearer`` header, or the
-session cookie ``/login`` sets after the token is typed once (HttpOnly, SameSite=Strict, a keyed
-hash of the token rather than the token). A cookie-borne write must also come from this origin
+apply/reject/plan, running the golden eval) is possible only when the server has a write token
+(``$MEMORY_HUB_TOKEN``, or a write-scoped named token of the tokens file, ``server/tokens.py``) and
+the request presents it: an ``Authorization: Bearer`` header, or the session cookie ``/login`` sets
+after the token is typed once (HttpOnly, SameSite=Strict, a keyed hash rather than the token). A
+read-scoped token signs in and views; a named token's write is committed with its name as author. A cookie-borne write must also come from this origin
 (``Origin`` or ``Sec-Fetch-Site``), so another site cannot make the browser post one. Without a
 token the pages are read-only and say how to enable writes.
 """
@@ -31,8 +32,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from ..guard import SESSION_COOKIE, session_value
+from ..guard import ENV_PRINCIPAL, SESSION_COOKIE, session_value
 from ..state import ServerState
+from ..tokens import Principal, TokenTable
 from . import pages
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -59,52 +61,91 @@ def wants_html(request: Request) -> bool:
 
 
 class Access:
-    """Whether a request may write: the server has a token and the request presents it."""
+    """Who a request is, for the pages: ``$MEMORY_HUB_TOKEN`` or a named token of the tokens file
+    (``server/tokens.py``), presented as a bearer header or as the session cookie ``/login`` set.
+    Reading needs a sign-in only where the guard asks for one; writing needs a write-scoped token."""
 
-    def __init__(self, token: str | None) -> None:
+    def __init__(self, token: str | None, tokens: TokenTable | None = None) -> None:
         self.token = token
+        self.tokens = tokens if tokens else None
 
     @property
     def writes_possible(self) -> bool:
-        return self.token is not None
+        return self.token is not None or (self.tokens is not None and any(
+            e.principal.can_write for e in self.tokens.entries))
 
-    def by_header(self, request: Request) -> bool:
-        if self.token is None:
-            return False
+    @property
+    def sign_in_possible(self) -> bool:
+        return self.token is not None or self.tokens is not None
+
+    def authenticate(self, given: str) -> Principal | None:
+        """The principal whose token ``given`` is (both kinds compared in constant time), or None."""
+        given = given.strip()
+        found = self.tokens.authenticate(given) if self.tokens is not None and given else None
+        if self.token is not None and hmac.compare_digest(given.encode(), self.token.encode()):
+            found = found or ENV_PRINCIPAL
+        return found
+
+    def by_header(self, request: Request) -> Principal | None:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
+        return self.authenticate(given) if scheme.lower() == "bearer" else None
 
-    def by_cookie(self, request: Request) -> bool:
-        if self.token is None:
-            return False
+    def by_cookie(self, request: Request) -> Principal | None:
         given = request.cookies.get(SESSION_COOKIE, "")
-        return bool(given) and hmac.compare_digest(given.encode(), session_value(self.token).encode())
+        if not given:
+            return None
+        if self.token is not None and hmac.compare_digest(given.encode(), session_value(self.token).encode()):
+            return ENV_PRINCIPAL
+        return self.tokens.session_principal(given) if self.tokens is not None else None
+
+    def who(self, request: Request) -> Principal | None:
+        return self.by_header(request) or self.by_cookie(request)
 
     def signed_in(self, request: Request) -> bool:
-        return self.by_header(request) or self.by_cookie(request)
+        return self.who(request) is not None
+
+    def cookie_for(self, principal: Principal) -> str | None:
+        if principal == ENV_PRINCIPAL and self.token is not None:
+            return session_value(self.token)
+        return self.tokens.session_value(principal) if self.tokens is not None else None
 
     def write_refusal(self, request: Request) -> str | None:
         """Why this request may not write, or None when it may."""
-        if self.token is None:
-            return ("this server has no token, so its pages are read-only: start it with MEMORY_HUB_TOKEN "
-                    "set (`MEMORY_HUB_TOKEN=… memory-hub serve --transport http`) and sign in with that token")
-        if self.by_header(request):
+        if not self.writes_possible:
+            return ("this server has no write token, so its pages are read-only: start it with MEMORY_HUB_TOKEN "
+                    "set (`MEMORY_HUB_TOKEN=… memory-hub serve --transport http`), or add a write-scoped token "
+                    "(`memory-hub token add NAME --scope write`), and sign in with it")
+        header = self.by_header(request)
+        who = header or self.by_cookie(request)
+        if who is None:
+            return "sign in with a write token first (/login)"
+        if not who.can_write:
+            return f"token {who.name!r} is read-only: sign in with a write token to change anything"
+        if header is not None:
             return None
-        if not self.by_cookie(request):
-            return "sign in with the server's token first (/login)"
         site = request.headers.get("sec-fetch-site")
         origin = request.headers.get("origin")
         if site not in (None, "same-origin") or (site is None and not origin):
             return "refused: a write must come from this page (no Origin or a cross-site request)"
         return None
 
+    def author(self, request: Request) -> str | None:
+        """The commit author of a write this request makes: a named token's name, else None (git's own)."""
+        who = self.who(request)
+        if who is None or who == ENV_PRINCIPAL:
+            return None
+        from ...team.authored import author_line
+
+        return author_line(who.name)
+
 
 class Web:
     """The pages of one running server."""
 
-    def __init__(self, state: ServerState, token: str | None, modes: tuple[str, ...]) -> None:
+    def __init__(self, state: ServerState, token: str | None, modes: tuple[str, ...],
+                 tokens: TokenTable | None = None) -> None:
         self.state = state
-        self.access = Access(token)
+        self.access = Access(token, tokens)
         self.modes = modes
         self.env = Environment(loader=PackageLoader("memory_hub.server.web", "templates"),
                                autoescape=select_autoescape(default=True, default_for_string=True),
@@ -117,8 +158,10 @@ class Web:
     def html(self, template: str, ctx: dict[str, Any], request: Request, status: int = 200,
              timing: dict[str, float] | None = None) -> Response:
         t0 = time.perf_counter()
+        who = self.access.who(request)
         body = self.env.get_template(template).render(
-            **ctx, request_path=request.url.path, signed_in=self.access.signed_in(request),
+            **ctx, request_path=request.url.path, signed_in=who is not None, can_write=bool(who and who.can_write),
+            signed_in_as=who.name if who is not None else None,
             writes_possible=self.access.writes_possible, vault=str(self.state.vault))
         headers = dict(SECURITY_HEADERS)
         spent = dict(timing or {})
@@ -192,13 +235,14 @@ class Web:
             return self.html("login.html", {"next": nxt, "failed": False}, request)
         form = await _form(request)
         nxt = _local(form.get("next"))
-        token = self.access.token
-        if token is None:
+        if not self.access.sign_in_possible:
             return self.error(request, self.access.write_refusal(request) or "no token", 403)
-        if not hmac.compare_digest(form.get("token", "").strip().encode(), token.encode()):
+        who = self.access.authenticate(form.get("token", ""))
+        cookie = self.access.cookie_for(who) if who is not None else None
+        if cookie is None:
             return self.html("login.html", {"next": nxt, "failed": True}, request, 401)
         response = RedirectResponse(nxt, status_code=303, headers=SECURITY_HEADERS)
-        response.set_cookie(SESSION_COOKIE, session_value(token), httponly=True, samesite="strict", path="/")
+        response.set_cookie(SESSION_COOKIE, cookie, httponly=True, samesite="strict", path="/")
         return response
 
     async def logout(self, request: Request) -> Response:
@@ -213,9 +257,17 @@ class Web:
         refusal = self.access.write_refusal(request)
         if refusal:
             return self.error(request, refusal, 403)
+        author = self.access.author(request)
+
+        def as_author(form: dict[str, str]) -> dict[str, Any]:
+            from ...vault import git
+
+            with git.author(author):  # a named token's write is committed under its name
+                return act(form)
+
         try:
             form = await _form(request)
-            outcome = await run_in_threadpool(act, form)
+            outcome = await run_in_threadpool(as_author, form)
         except pages.PageError as exc:
             return self.error(request, str(exc), exc.status)
         except Exception as exc:  # noqa: BLE001 - a failed action is shown, never a traceback
