@@ -135,7 +135,10 @@ def run_baseline(store: Store, queries: Mapping[str, str], path_to_doc: Mapping[
     notes = _note_rows(store)
     paths = np.asarray([p for p, *_ in notes], dtype=object)
     if mode == "note-vector":
-        matrix = vi.embedder.embed_passages([note_vector_text(t, d, b) for _, t, d, b in notes])
+        texts = [note_vector_text(t, d, b) for _, t, d, b in notes]
+        # in groups, so an interrupted run keeps what it embedded in the cache (common.CachedEmbedder)
+        matrix = np.concatenate([vi.embedder.embed_passages(texts[s:s + 256]) for s in range(0, len(texts), 256)]) \
+            if texts else np.zeros((0, int(vi.embedder.dim)), dtype=np.float32)
     else:
         mem = sqlite3.connect(":memory:")
         mem.execute("CREATE VIRTUAL TABLE docs USING fts5(path UNINDEXED, text, "

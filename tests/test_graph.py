@@ -90,3 +90,41 @@ def test_hubs_are_counted_in_sql_by_distinct_neighbours(make_vault) -> None:
     assert graph.hubs(conn, everyone, 4) == {ids["hub.md"]}
     assert graph.hubs(conn, everyone, 5) == set()  # five neighbours is not more than five
     assert graph.hubs(conn, [], 1) == set()
+
+
+def test_in_memory_graph_answers_as_sql_and_follows_syncs(make_vault) -> None:
+    """``graph.cached`` (what search expands through) gives the SQL functions' answers, and a sync
+    that adds, removes or re-resolves links is seen by the next call in the same process."""
+    from memory_hub.index import cache
+    from memory_hub.index.sync import sync
+
+    files = {f"n{i}.md": "[[hub]] [[hub]]\n" for i in range(5)}
+    files["hub.md"] = "[[hub]] [[n0]] [[later]]\n"  # a self-link, and a link that dangles for now
+    files["pair.md"] = "[[n0]] [[n1]] [[n1]]\n"
+    vault, store = make_vault(files)
+    conn = store.conn
+    ids = _ids(store)
+    everyone = list(ids.values())
+    links = graph.cached(conn)
+    assert links.adjacency(everyone) == graph.adjacency(conn, everyone)
+    for limit in (1, 2, 4, 5):
+        assert links.hubs(everyone, limit) == graph.hubs(conn, everyone, limit)
+    assert graph.cached(conn) is links  # nothing changed: the same object, no rescan
+    assert cache.ranked_ids(conn) == ids
+
+    (vault / "later.md").write_text("[[pair]]\n", encoding="utf-8")  # the dangling link comes alive
+    (vault / "n4.md").write_text("no links now\n", encoding="utf-8")
+    sync(vault, store=store)
+    ids = _ids(store)
+    everyone = list(ids.values())
+    fresh = graph.cached(conn)
+    assert fresh is not links
+    assert fresh.adjacency(everyone) == graph.adjacency(conn, everyone)
+    assert ids["later.md"] in fresh.near[ids["hub.md"]] and ids["pair.md"] in fresh.near[ids["later.md"]]
+    assert ids["n4.md"] not in fresh.near[ids["hub.md"]]
+    assert cache.ranked_ids(conn) == ids
+
+    (vault / "pair.md").unlink()
+    sync(vault, store=store)
+    assert "pair.md" not in cache.ranked_ids(conn)
+    assert graph.cached(conn).adjacency(list(_ids(store).values())) == graph.adjacency(conn, list(_ids(store).values()))

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..vault.links import Link, Resolver
+from . import cache
 
 
 def write_links(conn: sqlite3.Connection, note_id: int, source_path: str, links: Sequence[Link],
@@ -197,6 +198,37 @@ def adjacency(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, se
         if dst in out and dst != src:
             out[dst].add(src)
     return out
+
+
+class LinkGraph:
+    """Every note's direct neighbours (resolved links either way, self-links left out), in memory.
+
+    Search expands the graph on every query; asking SQLite for the seeds' links and then for their
+    neighbours' counts cost ~8 ms a query on obsidian-hub (22k links), while the whole graph is a
+    few MB and loads in one scan. ``adjacency`` and ``hubs`` answer exactly as the SQL functions
+    of the same names do. Load it through ``cached`` so it follows the index."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        near: dict[int, set[int]] = {}
+        for src, dst in conn.execute("SELECT source_id, target_id FROM links WHERE target_id IS NOT NULL"):
+            if src != dst:
+                near.setdefault(int(src), set()).add(int(dst))
+                near.setdefault(int(dst), set()).add(int(src))
+        self.near: dict[int, frozenset[int]] = {i: frozenset(n) for i, n in near.items()}
+
+    def adjacency(self, note_ids: Iterable[int]) -> dict[int, frozenset[int]]:
+        """As ``adjacency``: {note id: its neighbours} for each of ``note_ids`` (read-only sets)."""
+        empty: frozenset[int] = frozenset()
+        return {i: self.near.get(i, empty) for i in sorted({int(i) for i in note_ids})}
+
+    def hubs(self, note_ids: Iterable[int], limit: int) -> set[int]:
+        """As ``hubs``: the notes among ``note_ids`` with more than ``limit`` distinct neighbours."""
+        return {int(i) for i in note_ids if len(self.near.get(int(i), ())) > limit}
+
+
+def cached(conn: sqlite3.Connection) -> LinkGraph:
+    """The link graph of ``conn``'s index, kept per process until a sync changes it (``index/cache.py``)."""
+    return cache.cached(conn, "link_graph", LinkGraph)
 
 
 def backlink_counts(conn: sqlite3.Connection, note_ids: Sequence[int] | None = None) -> dict[int, int]:

@@ -177,12 +177,12 @@ def _common_word(conn: sqlite3.Connection, term: str) -> bool:
     Such a term gains nothing from trigram matching (the word channel alone fills its candidate
     list) and is the expensive kind: a phrase of common trigrams. Rare and partial terms (``auth``
     inside ``authentication``), and CJK runs, still go to the trigram table. The check reads at
-    most COMMON_WORD_NOTES row ids from one posting list.
+    most COMMON_WORD_NOTES row ids from one posting list, and is cached like document frequencies.
     """
     if has_cjk(term):
         return False
     sql = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
-    return conn.execute(sql, (quote(term), COMMON_WORD_NOTES)).fetchone()[0] >= COMMON_WORD_NOTES
+    return _cached_count(conn, f"\0common:{term}", sql, (quote(term), COMMON_WORD_NOTES)) >= COMMON_WORD_NOTES
 
 
 

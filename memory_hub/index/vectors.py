@@ -48,6 +48,7 @@ import numpy as np
 
 from ..locks import file_lock
 from ..progress import Progress
+from . import cache
 from .chunks import Chunk, note_passages
 from .embed import Embedder
 from .lexical import Filters
@@ -258,6 +259,13 @@ class _Matrix:
         index = {p: n for n, p in enumerate(self.notes)}
         self.owner = np.fromiter((index[p] for p in paths), dtype=np.int64, count=len(paths))
         self.is_note = np.fromiter((lv == "note" for lv in levels), dtype=bool, count=len(levels))
+        # Rows grouped by note (their table order kept within a note), and where each note's group
+        # starts: a note's best row is then one ``reduceat`` per query, not a scatter over all rows.
+        self.grouped = np.argsort(self.owner, kind="stable")
+        self.group_owner = self.owner[self.grouped]
+        self.group_starts = np.r_[0, np.nonzero(np.diff(self.group_owner))[0] + 1] if len(paths) \
+            else np.zeros(0, dtype=np.int64)
+        self.positions = np.arange(len(paths), dtype=np.int64)
 
 
 class VectorIndex:
@@ -671,14 +679,11 @@ class VectorIndex:
             return None
         offset = CHUNK_OFFSET if chunk_offset is None else chunk_offset
         rows = m.vectors @ np.asarray(query_vector, dtype=np.float32).reshape(-1)
-        adjusted = np.where(m.is_note, rows, rows + offset)
-        best = np.full(len(m.notes), -np.inf, dtype=np.float32)
-        np.maximum.at(best, m.owner, adjusted)
-        # the row that gave each note its score: sort rows by (owner, adjusted) and take each owner's last
-        order = np.lexsort((adjusted, m.owner))
-        last = np.r_[np.nonzero(np.diff(m.owner[order]))[0], len(order) - 1]
-        best_row = np.empty(len(m.notes), dtype=np.int64)
-        best_row[m.owner[order[last]]] = order[last]
+        adjusted = np.where(m.is_note, rows, rows + offset).astype(np.float32, copy=False)[m.grouped]  # by note
+        best = np.maximum.reduceat(adjusted, m.group_starts)
+        # the row that gave each note its score: the last of its rows (in table order) at its best
+        at_best = np.where(adjusted == best[m.group_owner], m.positions, -1)
+        best_row = m.grouped[np.maximum.reduceat(at_best, m.group_starts)]
         return m, best, best_row
 
     def search_notes(self, store: Store, query: str | np.ndarray, filters: Filters | None = None,
@@ -705,10 +710,7 @@ class VectorIndex:
         top = top[np.argsort(-best[top], kind="stable")]
         top = [int(t) for t in top if np.isfinite(best[t])]
         if ids is None:  # only ranked notes still in the index (the table may lag a sync by a moment)
-            rows = store.conn.execute(
-                "SELECT id, path FROM notes WHERE ranked = 1 AND path IN (SELECT value FROM json_each(?))",
-                (json.dumps([m.notes[t] for t in top]),))
-            ids = {r[1]: int(r[0]) for r in rows}
+            ids = cache.ranked_ids(store.conn)
         ranked = []
         for t in top:
             path = m.notes[t]

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..index import graph, lexical
+from ..index import cache, graph, lexical
 from ..index.lexical import Filters
 from ..index.store import Store
 from ..index.terms import (
@@ -178,21 +178,22 @@ def load_hits(store: Store, ids: list[int], scores: dict[int, float]) -> list[Hi
     return hits
 
 
-def _first_hit(text: str, terms: list[str]) -> int:
-    lower = text.lower()
+def _first_hit(text: str, terms: list[str], lower: str | None = None) -> int:
+    lower = text.lower() if lower is None else lower
     hits = [pos for pos in (lower.find(t.lower()) for t in terms if t) if pos >= 0]
     return min(hits) if hits else -1
 
 
-def snippet(body: str, terms: list[str], width: int = 160) -> str:
+def snippet(body: str, terms: list[str], width: int = 160, lower: str | None = None) -> str:
     """A short window of the body around the first query term found, as plain text.
 
     Only the window is cleaned up, never the whole body: notes can be long, and this runs for
     every hit of every query. The body is NFKC-normalised (as the index is) only when the raw text
-    has no match, e.g. full-width letters in the note.
+    has no match, e.g. full-width letters in the note. ``lower``: ``body.lower()``, when the caller
+    has it already (lower-casing a long note is most of the cost).
     """
     text = body
-    best = _first_hit(text, terms)
+    best = _first_hit(text, terms, lower)
     if best < 0 and terms:
         text = normalize(body)
         best = _first_hit(text, terms)
@@ -269,10 +270,11 @@ def graph_expand(store: Store, order: list[int], scores: dict[int, float], filte
     effects: dict[int, dict[str, Any]] = {}
     offers: dict[int, tuple[float, int, int]] = {}  # id → (score, hops, seed)
     top = order[:seeds]
-    first = graph.adjacency(conn, top)  # two queries in all, however many neighbours there are
+    links = graph.cached(conn)  # the whole link graph, in memory until the index changes
+    first = links.adjacency(top)
     mids = {m for s in top if len(first[s]) <= GRAPH_FANOUT for m in first[s]}
-    through = mids - graph.hubs(conn, mids, GRAPH_FANOUT) if hops >= 2 else set()  # hubs counted in SQL
-    second = graph.adjacency(conn, through)
+    through = mids - links.hubs(mids, GRAPH_FANOUT) if hops >= 2 else set()
+    second = links.adjacency(through)
     for seed in top:
         near = first[seed]
         if len(near) > GRAPH_FANOUT:  # an index page: everything is its neighbour, so nothing is
@@ -288,10 +290,15 @@ def graph_expand(store: Store, order: list[int], scores: dict[int, float], filte
                 offers[nid] = (offer, h, seed)
     if not offers:
         return effects
-    where, params = Filters(kinds=filters.kinds, tags=filters.tags, path_prefix=filters.path_prefix,
-                            since=filters.since, note_ids=list(offers) if filters.note_ids is None
-                            else [i for i in offers if i in set(filters.note_ids)]).sql("n")
-    allowed = {int(r[0]) for r in conn.execute(f"SELECT n.id FROM notes n WHERE n.ranked = 1 AND {where}", params)}
+    if filters == Filters():  # ranked is all that is asked: known to the process until the index changes
+        ranked = cache.ranked_note_ids(conn)
+        allowed = {i for i in offers if i in ranked}
+    else:
+        where, params = Filters(kinds=filters.kinds, tags=filters.tags, path_prefix=filters.path_prefix,
+                                since=filters.since, note_ids=list(offers) if filters.note_ids is None
+                                else [i for i in offers if i in set(filters.note_ids)]).sql("n")
+        allowed = {int(r[0]) for r in conn.execute(f"SELECT n.id FROM notes n WHERE n.ranked = 1 AND {where}",
+                                                   params)}
     paths = dict(conn.execute("SELECT id, path FROM notes WHERE id IN (SELECT value FROM json_each(?))",
                               (json.dumps(sorted({s for _, _, s in offers.values()})),)).fetchall())
     for nid, (offer, h, seed) in offers.items():
@@ -467,10 +474,12 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
     for hit in hits:
         hit.exact = hit.note_id in exact_set
         body = lexical.body_of(store.conn, hit.note_id)
-        hit.snippet = snippet(body, terms.all_terms)
-        if not any(t.lower() in body.lower() for t in terms.all_terms) and hit.note_id in best_chunk:
-            s0, e0, _ = best_chunk[hit.note_id]
+        lower = body.lower()
+        if not any(t.lower() in lower for t in terms.all_terms) and hit.note_id in best_chunk:
+            s0, e0, _ = best_chunk[hit.note_id]  # no query word in the note: show the passage that matched
             hit.snippet = snippet(body[s0:e0], [])
+        else:
+            hit.snippet = snippet(body, terms.all_terms, lower=lower)
         if explain:
             for name, ranked_list in channels.items():
                 for pos, (nid, score) in enumerate(ranked_list, start=1):

@@ -1,0 +1,59 @@
+"""Per-process copies of index data that only a sync changes, for the search path.
+
+A warm search runs many small queries whose answers are the same until the next sync: the link
+graph, the path → id map of the ranked notes. Reading them from SQLite on every query cost more
+than the ranking itself on obsidian-hub (the notes table's rows are wide, so even an indexed path
+lookup reads each row). Each value here is built once per index file and rebuilt when the index
+says it changed: every sync write batch stamps ``notes_changed_at`` and link re-resolution stamps
+``last_sync`` (``index/sync.py``), each inside the transaction that makes the change, so a reader
+never sees new rows with an old stamp.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_STAMP_SQL = ("SELECT (SELECT file FROM pragma_database_list WHERE name = 'main'), "
+              "(SELECT group_concat(key || '=' || value, ';') FROM "
+              "(SELECT key, value FROM meta WHERE key IN ('notes_changed_at', 'last_sync') ORDER BY key))")
+_values: dict[tuple[str, str], tuple[str, Any]] = {}
+_lock = threading.Lock()
+
+
+def stamp(conn: sqlite3.Connection) -> tuple[str, str]:
+    """(the index file, what its last change was): equal stamps, equal notes and links."""
+    db, changed = conn.execute(_STAMP_SQL).fetchone()
+    return str(db), str(changed)
+
+
+def cached(conn: sqlite3.Connection, name: str, build: Callable[[sqlite3.Connection], T]) -> T:
+    """``build(conn)``, kept per process and index file under ``name`` until the stamp moves.
+    Treat the value as read-only: every thread of the process shares it."""
+    db, now = stamp(conn)
+    with _lock:
+        hit = _values.get((db, name))
+    if hit is not None and hit[0] == now:
+        return hit[1]  # type: ignore[no-any-return]
+    value = build(conn)
+    with _lock:
+        _values[(db, name)] = (now, value)
+    return value
+
+
+def _ranked_ids(conn: sqlite3.Connection) -> dict[str, int]:
+    return {str(r[0]): int(r[1]) for r in conn.execute("SELECT path, id FROM notes WHERE ranked = 1")}
+
+
+def ranked_ids(conn: sqlite3.Connection) -> dict[str, int]:
+    """{path: note id} of every ranked note (read-only)."""
+    return cached(conn, "ranked_ids", _ranked_ids)
+
+
+def ranked_note_ids(conn: sqlite3.Connection) -> frozenset[int]:
+    """The ids of every ranked note."""
+    return cached(conn, "ranked_note_ids", lambda c: frozenset(ranked_ids(c).values()))
