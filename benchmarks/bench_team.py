@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -142,6 +143,17 @@ RECALL_PROMPTS = ["how do we rotate the TLS certificate on the legacy nginx VMs?
                   "what happened with the expired intermediate certificate", "オンボーディングの手順を教えて"]
 
 
+
+def _timed_recalls(recall: Callable[[str], object], runs: int) -> dict:
+    """Wall and CPU of ``runs`` recalls over the prompts in turn (p50/p95 wall, p50 CPU)."""
+    wall, cpu = [], []
+    for i in range(runs):
+        w0, c0 = time.perf_counter(), time.process_time()
+        recall(RECALL_PROMPTS[i % len(RECALL_PROMPTS)])
+        wall.append(time.perf_counter() - w0)
+        cpu.append(time.process_time() - c0)
+    return {**latency_summary(wall), "cpu_p50_ms": round(latency_summary(cpu)["p50_ms"], 1)}
+
 def bench_team_recall(root: Path, team: Path, runs: int) -> dict:
     """Recall on every prompt over the personal vault alone and with a team vault beside it, cold
     (what a hook process does in-process, interpreter start not included) and warm (what the running
@@ -166,14 +178,7 @@ def bench_team_recall(root: Path, team: Path, runs: int) -> dict:
         for label, text in (("personal only", ""), ("personal + team", f'[vaults.team]\npath = "{team}"\n')):
             conf.write_text(f'vault = "{personal}"\n\n{text}', encoding="utf-8")
             cold_recaller(personal, root).recall(RECALL_PROMPTS[0])  # imports, not counted
-            wall, cpu = [], []
-            for i in range(runs):
-                prompt = RECALL_PROMPTS[i % len(RECALL_PROMPTS)]
-                w0, c0 = time.perf_counter(), time.process_time()
-                cold_recaller(personal, root).recall(prompt)
-                wall.append(time.perf_counter() - w0)
-                cpu.append(time.process_time() - c0)
-            out[f"cold, {label}"] = {**latency_summary(wall), "cpu_p50_ms": round(latency_summary(cpu)["p50_ms"], 1)}
+            out[f"cold, {label}"] = _timed_recalls(lambda p: cold_recaller(personal, root).recall(p), runs)
             state = open_state(personal, warm=False, hooks_socket=False, rescan_every=None)
             try:
                 deadline = time.monotonic() + 60
@@ -183,14 +188,7 @@ def bench_team_recall(root: Path, team: Path, runs: int) -> dict:
                     time.sleep(0.05)
                 for prompt in RECALL_PROMPTS:  # first use: indexes opened, not counted
                     prompt_recaller(state, None).recall(prompt)
-                wall, cpu = [], []
-                for i in range(runs):
-                    prompt = RECALL_PROMPTS[i % len(RECALL_PROMPTS)]
-                    w0, c0 = time.perf_counter(), time.process_time()
-                    prompt_recaller(state, None).recall(prompt)
-                    wall.append(time.perf_counter() - w0)
-                    cpu.append(time.process_time() - c0)
-                out[f"warm, {label}"] = {**latency_summary(wall), "cpu_p50_ms": round(latency_summary(cpu)["p50_ms"], 1)}
+                out[f"warm, {label}"] = _timed_recalls(lambda p, s=state: prompt_recaller(s, None).recall(p), runs)
                 if text:
                     fresh = []
                     for i in range(max(3, runs // 5)):

@@ -65,22 +65,22 @@ def run_search(vault: Path, args: argparse.Namespace, via: tuple[Path, str] | No
                "since": args.since}
     payload = {"op": "search", "query": args.query, "k": args.k, "mode": args.mode, "filters": filters,
                "explain": args.explain}
-    if via is not None and not args.in_process:
-        reply = ask_server(via[0], {**payload, "team_vault": via[1]})
+    def served(reply: dict[str, Any] | None) -> dict[str, Any] | None:
         if reply and reply.get("ok"):
-            reply.pop("ok", None)
-            reply.pop("vault", None)
-            return {**reply, "served_by": "server"}
+            return {**{k: v for k, v in reply.items() if k not in ("ok", "vault")}, "served_by": "server"}
         if reply and reply.get("query_error"):
             raise CliError(str(reply.get("error")))
+        return None
+
+    if via is not None and not args.in_process:
+        answered = served(ask_server(via[0], {**payload, "team_vault": via[1]}))
+        if answered:
+            return answered
     if not args.in_process:
         reply = ask_server(vault, payload)
-        if reply and reply.get("ok"):
-            reply.pop("ok", None)
-            reply.pop("vault", None)
-            return {**reply, "served_by": "server"}
-        if reply and reply.get("query_error"):
-            raise CliError(str(reply.get("error")))
+        answered = served(reply)
+        if answered:
+            return answered
         fallback = None if reply is None else f"the server could not search ({reply.get('error')}); searched in-process"
     else:
         fallback = None
