@@ -49,3 +49,25 @@ def test_never_over_budget_and_under_char_cap() -> None:
 def test_nothing_fits_gives_no_block() -> None:
     block = render("light", [Entry("a.md", "A", "b")], budget=5)
     assert block.text == "" and block.included == []
+
+
+def test_a_plainly_small_block_skips_the_exact_count_and_renders_the_same(monkeypatch) -> None:
+    from memory_hub.retrieval import block as block_module
+
+    sets = [
+        [Entry("a.md", "Cache invalidation", "Deploys purge the CDN after the switch"), Entry("b.md", "Rollback", "")],
+        [Entry(f"n/{i}.md", f"認証 メモ {i}", "トークンの更新手順 " * 3) for i in range(5)],
+        [Entry(f"n/{i}.md", f"Note {i}", "word " * 30) for i in range(5)],
+    ]
+    for entries in sets:
+        for budget in (40, 120, 400, 1200):
+            fast = render("light", entries, budget=budget)
+            with monkeypatch.context() as m:
+                m.setattr(block_module, "tokens_at_most", lambda text: 10**9)  # force the exact path
+                exact = render("light", entries, budget=budget)
+            assert (fast.text, [e.path for e in fast.included], fast.dropped) == \
+                   (exact.text, [e.path for e in exact.included], exact.dropped)
+            assert fast.tokens == count_tokens(fast.text) <= budget
+    small = render("light", sets[0], budget=1200)
+    assert small.counted is None  # settled by the byte bound: tiktoken was not needed
+    assert small.tokens == count_tokens(small.text) and small.counted == small.tokens

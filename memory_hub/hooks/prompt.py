@@ -66,7 +66,8 @@ def answer(recaller: Recaller | VaultsRecaller, prompt: str, session_id: str | N
     if session_id and race is not None and race.call is not None:
         _keep_hint_for_next_prompt(recaller, session_id, prompt, race, served_by)
     event = {"event": "recall", "served_by": served_by, "session": session_id,
-             "latency_ms": round((time.perf_counter() - t0) * 1000, 2), **result.telemetry(), **(extra or {})}
+             "latency_ms": round((time.perf_counter() - t0) * 1000, 2),
+             **result.telemetry(count_tokens=not defer_record), **(extra or {})}
     event["hint_path"] = (result.hint or {}).get("path") or (
         "not-asked" if hints.configured() is not None else hints.NO_LLM)  # not-asked: a trivial prompt
     if late:
@@ -75,6 +76,8 @@ def answer(recaller: Recaller | VaultsRecaller, prompt: str, session_id: str | N
         event["fallback"] = fallback + (f"; {event['fallback']}" if event.get("fallback") else "")
 
     def record() -> None:
+        if event.get("tokens") is None:
+            event["tokens"] = result.block.tokens if result.block else 0
         event.update(telemetry.prompt_fields(recaller.vault, prompt, result.text))
         telemetry.record(recaller.vault, event)
 

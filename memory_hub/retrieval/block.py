@@ -53,6 +53,12 @@ def count_tokens(text: str) -> int:
     return len(enc.encode(text, disallowed_special=()))
 
 
+def tokens_at_most(text: str) -> int:
+    """A bound no cl100k_base count exceeds: every token is at least one UTF-8 byte. Checking it
+    first spares a cold process tiktoken's ~0.4 s load whenever the block is plainly small."""
+    return len(text.encode("utf-8"))
+
+
 def sanitize(value: object, limit: int) -> str:
     """One clean line that cannot close or forge the block (see :func:`memory_hub.textsafe.inert`):
     no control, bidi or zero-width characters, no angle brackets or look-alikes, no ``|``, at most
@@ -75,13 +81,20 @@ class Entry:
 
 @dataclass
 class Block:
-    """The rendered block (``text`` empty when nothing fitted) and what it holds."""
+    """The rendered block (``text`` empty when nothing fitted) and what it holds. ``tokens`` is
+    counted on first use when the budget was settled by :func:`tokens_at_most` alone."""
 
     text: str
     mode: str
-    tokens: int = 0
+    counted: int | None = None
     included: list[Entry] = field(default_factory=list)
     dropped: int = 0  # entries left out to stay within the budget
+
+    @property
+    def tokens(self) -> int:
+        if self.counted is None:
+            self.counted = count_tokens(self.text) if self.text else 0
+        return self.counted
 
 
 def line(rank: int, entry: Entry, description_chars: int = DESCRIPTION_CHARS) -> str:
@@ -102,6 +115,10 @@ def render(mode: str, entries: Sequence[Entry], budget: int = DEFAULT_BUDGET,
     """
     mode_line = "m=" + sanitize(mode, 40)
     lines = [OPEN, mode_line]
+    whole = "\n".join([*lines, *(line(i, e) for i, e in enumerate(entries, 1)), CLOSE])
+    if entries and tokens_at_most(whole) <= budget and len(whole) <= max_chars:
+        # Everything fits in full even by the byte bound: what the exact loop below would render.
+        return Block(text=whole, mode=mode, included=list(entries))
     used_text = "\n".join(lines) + "\n" + CLOSE
     used = count_tokens(used_text)
     chars = len(used_text)
@@ -124,12 +141,12 @@ def render(mode: str, entries: Sequence[Entry], budget: int = DEFAULT_BUDGET,
         block.included.append(entry)
     while block.included:
         block.text = "\n".join([*lines, CLOSE])
-        block.tokens = count_tokens(block.text)
-        if block.tokens <= budget and len(block.text) <= max_chars:
+        block.counted = count_tokens(block.text)
+        if block.counted <= budget and len(block.text) <= max_chars:
             return block
         # Token boundaries can merge across lines; the whole block is the measure that counts.
         lines.pop()
         block.included.pop()
         block.dropped += 1
-    block.text, block.tokens = "", 0
+    block.text, block.counted = "", 0
     return block

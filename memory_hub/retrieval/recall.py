@@ -197,12 +197,15 @@ class RecallResult:
     def text(self) -> str:
         return self.block.text if self.block else ""
 
-    def telemetry(self) -> dict[str, Any]:
+    def telemetry(self, count_tokens: bool = True) -> dict[str, Any]:
+        """The recall's telemetry fields; ``count_tokens=False`` leaves ``tokens`` None when the
+        block has not been counted yet (a cold hook counts it after replying)."""
+        tokens = (self.block.tokens if count_tokens or self.block.counted is not None else None) if self.block else 0
         return {
             "mode_chosen": self.mode_chosen, "mode": self.mode, "confidence": self.confidence,
             "reason": self.reason, "candidates": self.candidates,
             "injected": [e.path for e in self.block.included] if self.block else [],
-            "tokens": self.block.tokens if self.block else 0, "skipped": self.skipped,
+            "tokens": tokens, "skipped": self.skipped,
             "fallback": self.fallback, "search_mode": self.search_mode, "low_confidence": self.low_confidence,
             "dropped_tail": self.dropped_tail, "hint": self.hint, "timings_ms": self.timings_ms,
             "prompt_chars": self.prompt_chars, **({"warnings": self.warnings} if self.warnings else {}),
