@@ -327,3 +327,20 @@ def test_sync_report_json_shape(make_vault) -> None:
                          "descriptions_changed"}
     assert data["added"] == ["a.md"]
     json.dumps(data)
+
+
+def test_worker_map_finishes_in_process_when_its_workers_die(tmp_path: Path) -> None:
+    """A script without an ``if __name__ == "__main__"`` guard makes every forkserver worker re-run
+    it and die; the map must still return every result, in order, and say what happened."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import logging, os\n"
+        "logging.basicConfig(level=logging.WARNING)\n"
+        "from memory_hub.index.sync import worker_map\n"
+        "print(sum(worker_map(abs, list(range(-50, 50)))))\n", encoding="utf-8")
+    env = {**os.environ, "MEMORY_HUB_INDEX_WORKERS": "2", "MEMORY_HUB_PARALLEL_FROM": "10"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == str(sum(abs(i) for i in range(-50, 50)))
+    assert "index workers stopped" in proc.stderr

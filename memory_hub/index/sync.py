@@ -9,6 +9,7 @@ the next run simply completes. Renames are detected by content hash and keep the
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import stat as stat_module
@@ -35,6 +36,8 @@ from ..vault.walk import (
 )
 from . import describe, graph, lexical, usage
 from .store import Store, reset
+
+log = logging.getLogger(__name__)
 
 # Hooks other index stages (vectors, recall) register to hear about changed notes.
 ChangeListener = Callable[[Store, "SyncReport"], None]
@@ -330,6 +333,9 @@ def worker_map(fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Any]:
 
     # forkserver: never fork a process that runs threads (the server's watcher calls this)
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    from concurrent.futures.process import BrokenProcessPool
+
+    done = 0
     pool = ProcessPoolExecutor(min(workers, 8), mp_context=multiprocessing.get_context(method))
     try:
         windows = [items[i:i + _WINDOW] for i in range(0, len(items), _WINDOW)]
@@ -338,10 +344,19 @@ def worker_map(fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Any]:
             ahead.append(pool.map(fn, window, chunksize=32))
         queued = len(ahead)
         while ahead:
-            yield from ahead.popleft()
+            for result in ahead.popleft():
+                yield result
+                done += 1
             if queued < len(windows):
                 ahead.append(pool.map(fn, windows[queued], chunksize=32))
                 queued += 1
+    except BrokenProcessPool as exc:
+        # A worker died (killed, out of memory, or a script without an ``if __name__ ==
+        # "__main__"`` guard that the workers re-run): the rest is done here, slower but complete.
+        log.warning("index workers stopped (%s); reading the remaining %d files in this process",
+                    exc, len(items) - done)
+        for item in items[done:]:
+            yield fn(item)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
