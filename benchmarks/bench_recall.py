@@ -90,6 +90,10 @@ def hook_process(vault: Path, prompt: str, session: str) -> tuple[float, dict[st
     return took, (json.loads(proc.stdout) if proc.stdout.strip() else None)
 
 
+# Sessions are new on every run: a work folder kept from an earlier run holds its sessions, whose
+# notes recall would leave out as already shown (empty blocks, cheaper than real ones).
+RUN = f"{int(time.time())}-{os.getpid()}"
+
 SERVER = """
 import sys, time
 from pathlib import Path
@@ -141,7 +145,7 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
         socket_times, tokens, modes = [], [], {}
         for i, prompt in enumerate(prompts * args.repeat):
             t0 = time.perf_counter()
-            reply = local_socket.request(vault, {"op": "recall", "prompt": prompt, "session_id": f"bench-w{i}"},
+            reply = local_socket.request(vault, {"op": "recall", "prompt": prompt, "session_id": f"bench-w{RUN}-{i}"},
                                          timeout=10)
             socket_times.append(time.perf_counter() - t0)
             assert reply and reply.get("ok"), reply
@@ -150,14 +154,14 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
             modes[tel.get("mode")] = modes.get(tel.get("mode"), 0) + 1
         warm_hook = []
         for i, prompt in enumerate(prompts[: args.hook_runs]):
-            took, out = hook_process(vault, prompt, f"bench-hw{i}")
+            took, out = hook_process(vault, prompt, f"bench-hw{RUN}-{i}")
             warm_hook.append(took)
     finally:
         server.terminate()
         server.wait(10)
     cold_hook = []
     for i, prompt in enumerate(prompts[: args.hook_runs]):
-        took, out = hook_process(vault, prompt, f"bench-hc{i}")
+        took, out = hook_process(vault, prompt, f"bench-hc{RUN}-{i}")
         cold_hook.append(took)
     served = [e.get("served_by") for e in _events(vault)][-len(prompts[: args.hook_runs]):]
     return {
