@@ -113,8 +113,12 @@ async def round_trips(client: Client, n: int, mode: str | None) -> dict[str, dic
 
 async def edit_latency(client: Client, vault: Path, n: int) -> list[float]:
     """Append a unique word to a note, then search for it until it shows up."""
-    notes = sorted(p for p in vault.rglob("*.md")
-                   if not any(part.startswith(".") for part in p.relative_to(vault).parts))[:n]
+    import sqlite3
+
+    # Notes search can return: a template (kind 'template') is kept out of ranking on purpose.
+    with sqlite3.connect(vault / ".memory_hub" / "index.sqlite3") as conn:
+        rankable = [r[0] for r in conn.execute("SELECT path FROM notes WHERE kind = 'knowledge' ORDER BY path")]
+    notes = [vault / p for p in rankable[:n]]
     seconds = []
     run = f"{int(time.time()) % 100000:05d}"  # the vault copy is reused across runs: words must be new
     for i, note in enumerate(notes):
