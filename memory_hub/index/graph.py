@@ -162,25 +162,6 @@ def neighbourhood(conn: sqlite3.Connection, note_ids: Sequence[int], hops: int =
     return {int(i): int(h) for i, h in rows}
 
 
-_HUBS_SQL = """
-SELECT id FROM (
-    SELECT source_id AS id, target_id AS other FROM links
-     WHERE source_id IN (SELECT value FROM json_each(:ids)) AND target_id IS NOT NULL
-    UNION
-    SELECT target_id, source_id FROM links WHERE target_id IN (SELECT value FROM json_each(:ids))
-) WHERE other != id GROUP BY id HAVING count(*) > :limit
-"""
-
-
-def hubs(conn: sqlite3.Connection, note_ids: Iterable[int], limit: int) -> set[int]:
-    """The notes among ``note_ids`` with more than ``limit`` distinct neighbours (links either way,
-    self-links not counted), counted in SQL: a hub's thousands of links never reach Python."""
-    ids = sorted({int(i) for i in note_ids})
-    if not ids:
-        return set()
-    return {int(r[0]) for r in conn.execute(_HUBS_SQL, {"ids": json.dumps(ids), "limit": int(limit)})}
-
-
 def adjacency(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, set[int]]:
     """Each note's direct neighbours (links either way), for many notes in one query."""
     ids = sorted({int(i) for i in note_ids})
@@ -205,8 +186,8 @@ class LinkGraph:
 
     Search expands the graph on every query; asking SQLite for the seeds' links and then for their
     neighbours' counts cost ~8 ms a query on obsidian-hub (22k links), while the whole graph is a
-    few MB and loads in one scan. ``adjacency`` and ``hubs`` answer exactly as the SQL functions
-    of the same names do. Load it through ``cached`` so it follows the index."""
+    few MB and loads in one scan. ``adjacency`` answers exactly as the SQL function of that name
+    does. Load it through ``cached`` so it follows the index."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         near: dict[int, set[int]] = {}
@@ -222,7 +203,8 @@ class LinkGraph:
         return {i: self.near.get(i, empty) for i in sorted({int(i) for i in note_ids})}
 
     def hubs(self, note_ids: Iterable[int], limit: int) -> set[int]:
-        """As ``hubs``: the notes among ``note_ids`` with more than ``limit`` distinct neighbours."""
+        """The notes among ``note_ids`` with more than ``limit`` distinct neighbours (links either
+        way, duplicates and self-links not counted)."""
         return {int(i) for i in note_ids if len(self.near.get(int(i), ())) > limit}
 
 

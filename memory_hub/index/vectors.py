@@ -54,8 +54,7 @@ from .embed import Embedder
 from .lexical import Filters
 from .store import Store
 from .sync import NOTES_CHANGED
-from .vector_stamp import META_CURRENT, META_VERSION, current_embedder, lancedb_dir
-from .vector_stamp import table_stamp as _table_stamp
+from .vector_stamp import META_CURRENT, META_VERSION, current_embedder, lancedb_dir, table_stamp
 
 TABLE_PREFIX = "vectors2_"
 LEGACY_PREFIXES = ("chunks_",)  # layout 1: chunk vectors only
@@ -66,12 +65,10 @@ GROUP_CHUNKS = 512  # chunks per committed group: what Ctrl-C can lose at most (
 # chunks per embedder call (length-sorted), also the progress step; big enough that the embedder's
 # workers rarely wait for each other at the end of a call
 BATCH = 64
-_META_VERSION = META_VERSION
-# What the last complete vector sync saw: the notes' change stamp, the embedder and the table's
-# version folder. While all three still hold, nothing is due and a sync need not open LanceDB,
-# scan its rows or load a model (a no-change `memory-hub sync` spent 0.7-0.9 s doing that);
-# ``vector_stamp`` reads it without importing numpy or LanceDB.
-_META_CURRENT = META_CURRENT
+# META_CURRENT (vector_stamp.py): what the last complete vector sync saw, the notes' change stamp,
+# the embedder and the table's version folder. While all three still hold, nothing is due and a
+# sync need not open LanceDB, scan its rows or load a model (a no-change `memory-hub sync` spent
+# 0.7-0.9 s doing that); ``vector_stamp`` reads it without importing numpy or LanceDB.
 # A chunk speaks for its note only when it beats the note-level vector by more than this much
 # cosine (chosen by cross-validation, benchmarks/cross_validate.py).
 CHUNK_OFFSET = 0.0
@@ -440,7 +437,7 @@ class VectorIndex:
 
     def _table_shape(self, store: Store) -> tuple[int, bool, int]:
         """(rows, whether search goes through the ANN index, its partitions), cached per version."""
-        version = store.get_meta(f"{_META_VERSION}:{self.name}") or ""
+        version = store.get_meta(f"{META_VERSION}:{self.name}") or ""
         if self._shape is not None and self._shape[0] == version:
             return self._shape[1:]
         table = self._table()
@@ -460,9 +457,9 @@ class VectorIndex:
 
     def _mark_current(self, store: Store, notes_stamp: str) -> None:
         mark = {"notes": notes_stamp, "embedder": self.key, "table": self.name,
-                "lance": _table_stamp(self.dir, self.name), "fingerprint": self.fingerprint}
+                "lance": table_stamp(self.dir, self.name), "fingerprint": self.fingerprint}
         with store.transaction() as conn:
-            store.set_meta(conn, _META_CURRENT, json.dumps(mark))
+            store.set_meta(conn, META_CURRENT, json.dumps(mark))
 
     def _sync_locked(self, store: Store, report: VectorReport, progress: bool | None) -> None:
         db = self._connect()
@@ -601,12 +598,12 @@ class VectorIndex:
 
     def _bump(self, store: Store) -> None:
         with store.transaction() as conn:
-            store.set_meta(conn, f"{_META_VERSION}:{self.name}", f"{time.time():.6f}")
+            store.set_meta(conn, f"{META_VERSION}:{self.name}", f"{time.time():.6f}")
 
     # -- search ------------------------------------------------------------------------------------
 
     def _load(self, store: Store) -> _Matrix | None:
-        version = store.get_meta(f"{_META_VERSION}:{self.name}") or ""
+        version = store.get_meta(f"{META_VERSION}:{self.name}") or ""
         with self._lock:
             if self._matrix is not None and self._matrix.version == version:
                 return self._matrix
@@ -635,7 +632,7 @@ class VectorIndex:
         """(ranked notes with vectors, ranked notes): how much of the vault the vector channel sees.
 
         Cached until the vectors or the lexical index change, so a search can afford to ask."""
-        key = (store.get_meta(f"{_META_VERSION}:{self.name}"), store.get_meta("last_sync"))
+        key = (store.get_meta(f"{META_VERSION}:{self.name}"), store.get_meta("last_sync"))
         if self._covered is None or self._covered[0] != key:
             ranked = {r[0] for r in store.conn.execute("SELECT path FROM notes WHERE ranked = 1")}
             if self.uses_ann(store):  # only the path column, never the vectors
