@@ -163,7 +163,14 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
     for i, prompt in enumerate(prompts[: args.hook_runs]):
         took, out = hook_process(vault, prompt, f"bench-hc{RUN}-{i}")
         cold_hook.append(took)
-    served = [e.get("served_by") for e in _events(vault)][-len(prompts[: args.hook_runs]):]
+    # A cold hook writes its telemetry line after replying (from a forked child): wait for them all.
+    cold_ids = {f"bench-hc{RUN}-{i}" for i in range(len(cold_hook))}
+    deadline = time.monotonic() + 30
+    while True:
+        served = [e.get("served_by") for e in _events(vault) if e.get("session") in cold_ids]
+        if len(served) >= len(cold_ids) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     return {
         "vault": src.name, "notes": notes, "sync_seconds": round(sync_s, 2), "sync": report.summary(),
         "recall_index_build_s": round(build_s, 2),
