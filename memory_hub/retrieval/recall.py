@@ -420,7 +420,7 @@ def recaller_for_state(state: Any) -> Recaller:
             if watched:
                 from ..index.sync import on_change
 
-                on_change(_listener(recaller))
+                on_change(change_listener(recaller))
             state.extras["recaller"] = recaller
     if recaller.prototypes is None and state.models_ready.is_set() and os.environ.get("MEMORY_HUB_RECALL_EMBED"):
         embedder = getattr(state.searcher, "embedder", None)
@@ -435,7 +435,7 @@ def recaller_for_state(state: Any) -> Recaller:
 _state_lock = threading.Lock()
 
 
-def _listener(recaller: Recaller) -> Callable[[Any, Any], None]:
+def change_listener(recaller: Recaller) -> Callable[[Any, Any], None]:
     def changed(store: Any, report: Any) -> None:
         if Path(store.vault).resolve() != recaller.vault:
             return

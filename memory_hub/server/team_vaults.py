@@ -63,7 +63,7 @@ class TeamVaults:
             found = self._recallers.get(ref.path)
             if found is None:
                 from ..index.sync import on_change
-                from ..retrieval.recall import Recaller, _listener
+                from ..retrieval.recall import Recaller, change_listener
 
                 watched = ref.name in self.watchers
                 self.searcher(ref)  # its index caught up first, as the watcher would have
@@ -72,7 +72,7 @@ class TeamVaults:
                 # --remote` indexed itself leaves the watcher nothing to report to the listener.
                 found = Recaller(ref.path, refresh_interval=5.0)
                 if watched:
-                    on_change(_listener(found))
+                    on_change(change_listener(found))
                 self._recallers[ref.path] = found
             return found
 
