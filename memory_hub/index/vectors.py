@@ -284,6 +284,7 @@ class VectorIndex:
         self.ann_from = int(env) if env.isdigit() else ANN_FROM  # rows from which search uses the ANN index
         self.ann_probes: int | None = None  # partitions per query; None: ANN_PROBE_SHARE of them
         self._shape: tuple[str, int, bool, int] | None = None  # (version, rows, has ANN index, partitions)
+        self._opened: tuple[str, Any] | None = None  # (version, the table as search last opened it)
 
     # -- storage -----------------------------------------------------------------------------------
 
@@ -450,6 +451,17 @@ class VectorIndex:
                 parts = max(1, min(rows // ANN_ROWS_PER_PARTITION, 4096))
         self._shape = (version, rows, ann, parts)
         return rows, ann, parts
+
+    def _search_table(self, store: Store) -> Any:
+        """The table, opened once per vector version (a sync bumps it after every committed group):
+        opening it lists the folder's tables and reads its manifest, ~10 ms a query at 30k notes."""
+        version = store.get_meta(f"{META_VERSION}:{self.name}") or ""
+        opened = self._opened
+        if opened is not None and opened[0] == version:
+            return opened[1]
+        table = self._table()
+        self._opened = (version, table)
+        return table
 
     def uses_ann(self, store: Store) -> bool:
         """Whether search goes through the ANN index (the table is large and has one)."""
@@ -724,7 +736,7 @@ class VectorIndex:
         """``search_notes`` through the ANN index: LanceDB returns the nearest rows inside the scope
         (the filter is part of the vector query), exactly re-scored (refine); notes are then scored
         from those rows by the same rule as the exact path."""
-        table = self._table()
+        table = self._search_table(store)
         if table is None:
             return []
         _rows, _ann, parts = self._table_shape(store)
@@ -744,7 +756,7 @@ class VectorIndex:
         probes = self.ann_probes or max(ANN_MIN_PROBES, int(parts * ANN_PROBE_SHARE + 0.999))
         query = (table.search(np.asarray(qvec, dtype=np.float32).reshape(-1), vector_column_name="vector")
                  .distance_type("cosine").nprobes(min(probes, parts)).refine_factor(ANN_REFINE)
-                 .select(["path", "start", "end", "heading", "level"])
+                 .select(["path", "start", "end", "heading", "level", "_distance"])
                  .limit(max(limit * ANN_ROWS_PER_NOTE * (1 if where is not None or not scoped else 4), 50)))
         if where is not None:
             query = query.where(where, prefilter=True)
@@ -759,10 +771,7 @@ class VectorIndex:
             if path not in best or adjusted[i] > adjusted[best[path]]:
                 best[path] = i
         if ids is None:  # only ranked notes still in the index (the table may lag a sync by a moment)
-            rows = store.conn.execute(
-                "SELECT id, path FROM notes WHERE ranked = 1 AND path IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(best)),))
-            ids = {r[1]: int(r[0]) for r in rows}
+            ids = cache.ranked_ids(store.conn)
         starts, ends = data.column("start").to_pylist(), data.column("end").to_pylist()
         headings = data.column("heading").to_pylist()
         ranked = [(ids[p], float(adjusted[i]), ChunkHit(p, int(starts[i]), int(ends[i]), headings[i],
