@@ -390,6 +390,15 @@ def _containing(conn: sqlite3.Connection, identifiers: Sequence[str], filters: F
     return sorted(tiers, key=lambda i: (tiers[i], results.index(i)))[:limit]
 
 
+def bodies_of(conn: sqlite3.Connection, note_ids: Sequence[int]) -> dict[int, str]:
+    """{note id: body} for the notes that have lexical rows, in one query."""
+    if not note_ids:
+        return {}
+    rows = conn.execute("SELECT rowid, body FROM fts_trigram WHERE rowid IN (SELECT value FROM json_each(?))",
+                        (json.dumps([int(i) for i in note_ids]),))
+    return {int(r[0]): r[1] or "" for r in rows}
+
+
 def body_of(conn: sqlite3.Connection, note_id: int) -> str:
     row = conn.execute("SELECT body FROM fts_trigram WHERE rowid = ?", (note_id,)).fetchone()
     return row[0] if row else ""

@@ -184,16 +184,44 @@ def _first_hit(text: str, terms: list[str], lower: str | None = None) -> int:
     return min(hits) if hits else -1
 
 
-def snippet(body: str, terms: list[str], width: int = 160, lower: str | None = None) -> str:
+SCAN_BLOCK = 4096  # characters of a note lower-cased at a time when looking for the first query term
+
+
+def first_term_at(text: str, terms: list[str]) -> int:
+    """``_first_hit(text, terms)``: where the first of ``terms`` occurs in ``text`` (ignoring case),
+    or -1, without lower-casing all of a long note when a term occurs early in it.
+
+    For ASCII text (``isascii`` is a flag CPython keeps, so asking is free) lower-casing keeps
+    every position and acts on each character alone, so the text is lower-cased a block at a time
+    (blocks overlap by the longest term) and the first block with a hit answers. A term that is
+    not ASCII once lower-cased cannot occur in ASCII text. Other text takes the plain way (lower
+    case can change its length, and a Greek sigma's lower case depends on its neighbours)."""
+    if not text.isascii() or len(text) <= SCAN_BLOCK:
+        return _first_hit(text, terms)
+    wanted = [w for w in (t.lower() for t in terms if t) if w.isascii()]
+    if not wanted:
+        return -1
+    reach = SCAN_BLOCK + max(len(w) for w in wanted) - 1
+    for pos in range(0, len(text), SCAN_BLOCK):
+        window = text[pos : pos + reach].lower()
+        found = [i for i in (window.find(w) for w in wanted) if 0 <= i < SCAN_BLOCK]
+        if found:
+            return pos + min(found)
+    return -1
+
+
+def snippet(body: str, terms: list[str], width: int = 160, lower: str | None = None,
+            at: int | None = None) -> str:
     """A short window of the body around the first query term found, as plain text.
 
     Only the window is cleaned up, never the whole body: notes can be long, and this runs for
     every hit of every query. The body is NFKC-normalised (as the index is) only when the raw text
     has no match, e.g. full-width letters in the note. ``lower``: ``body.lower()``, when the caller
-    has it already (lower-casing a long note is most of the cost).
+    has it already (lower-casing a long note is most of the cost); ``at``: ``first_term_at(body,
+    terms)``, when the caller has that.
     """
     text = body
-    best = _first_hit(text, terms, lower)
+    best = at if at is not None else _first_hit(text, terms, lower)
     if best < 0 and terms:
         text = normalize(body)
         best = _first_hit(text, terms)
@@ -471,15 +499,17 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
     t5 = time.perf_counter()
     hits = load_hits(store, ordered[:k], scores)
     exact_set = set(exact)
+    bodies = lexical.bodies_of(store.conn, [hit.note_id for hit in hits])
+    empty_term = any(not t for t in terms.all_terms)  # "" is in every body
     for hit in hits:
         hit.exact = hit.note_id in exact_set
-        body = lexical.body_of(store.conn, hit.note_id)
-        lower = body.lower()
-        if not any(t.lower() in lower for t in terms.all_terms) and hit.note_id in best_chunk:
+        body = bodies.get(hit.note_id, "")
+        at = first_term_at(body, terms.all_terms)
+        if at < 0 and not empty_term and hit.note_id in best_chunk:
             s0, e0, _ = best_chunk[hit.note_id]  # no query word in the note: show the passage that matched
             hit.snippet = snippet(body[s0:e0], [])
         else:
-            hit.snippet = snippet(body, terms.all_terms, lower=lower)
+            hit.snippet = snippet(body, terms.all_terms, at=at)
         if explain:
             for name, ranked_list in channels.items():
                 for pos, (nid, score) in enumerate(ranked_list, start=1):
