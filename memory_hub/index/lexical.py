@@ -155,9 +155,10 @@ def _table_rows(conn: sqlite3.Connection, table: str, db: str) -> int | None:
 
 
 def _run_or(conn: sqlite3.Connection, table: str, bm25: str, terms: list[str], prefixes: list[str],
-            filters: Filters, limit: int) -> list[tuple[int, float]]:
+            filters: Filters, limit: int, floor: float | None = None) -> list[tuple[int, float]]:
     """``_run`` of the OR of ``terms`` and ``prefixes``: the same rows and scores, with the rows that
-    hold only the commonest words left unscored when that provably cannot change the answer."""
+    hold only the commonest words left unscored when that provably cannot change the answer.
+    ``floor``: a score the answer's limit-th row is known to reach (the AND query's limit-th)."""
     expr = match_expression(terms, "OR", prefixes)
     phrases = [quote(t) for t in terms] + [quote(p) + "*" for p in prefixes]
     if len(phrases) < 2 or filters != NO_FILTERS:
@@ -172,28 +173,34 @@ def _run_or(conn: sqlite3.Connection, table: str, bm25: str, terms: list[str], p
         idf = max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6)
         bound[phrase] = bound.get(phrase, 0.0) + (_BM25_K1 + 1.0) * idf
     ordered = sorted(bound, key=lambda p: (bound[p], p))
-    # leave out the longest run of commonest phrases whose rarer rest still holds ``limit`` rows
-    # (counted from the rarest end, each count stopping at ``limit`` rows)
+    ceilings = [sum(bound[p] for p in ordered[:k]) for k in range(len(ordered))]
     left_out = 0
-    for start in range(len(ordered) - 1, 0, -1):
-        if _count_rows(conn, table, " OR ".join(ordered[start:]), limit) >= limit:
-            left_out = start
-            break
+    if floor is not None:  # every row of the AND holds the rest: leave out what is bounded below floor
+        left_out = max((k for k in range(len(ordered)) if _below(ceilings[k], floor)), default=0)
+    else:  # the longest run of commonest phrases whose rarer rest still holds ``limit`` rows
+        for start in range(len(ordered) - 1, 0, -1):  # (from the rarest end, each count stops at limit)
+            if _count_rows(conn, table, " OR ".join(ordered[start:]), limit) >= limit:
+                left_out = start
+                break
     sql = (f"SELECT rowid AS id, {bm25} AS score FROM {table} WHERE {table} MATCH ? "
            f"AND +rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?) ORDER BY score LIMIT ?")
-    ceilings = [sum(bound[p] for p in ordered[:k]) for k in range(len(ordered))]
     while left_out > 0:
         rows = [(int(r[0]), -float(r[1]))
                 for r in conn.execute(sql, (expr, " OR ".join(ordered[left_out:]), limit)).fetchall()]
         if len(rows) < limit:
             break
         floor = rows[limit - 1][1]  # the full answer's limit-th score is at least this
-        if floor > ceilings[left_out] * (1 + PRUNE_MARGIN) + 1e-12:
+        if _below(ceilings[left_out], floor):
             return rows
         # leave out fewer: the rows scored then include these, so their limit-th best is >= floor,
         # and leaving out only what is bounded below floor is sure to pass the check
-        left_out = max((k for k in range(left_out) if ceilings[k] * (1 + PRUNE_MARGIN) + 1e-12 < floor), default=0)
+        left_out = max((k for k in range(left_out) if _below(ceilings[k], floor)), default=0)
     return _run(conn, table, bm25, expr, filters, limit)
+
+
+def _below(ceiling: float, floor: float) -> bool:
+    """Whether a score bounded by ``ceiling`` is surely below ``floor`` (with slack for rounding)."""
+    return floor > ceiling * (1 + PRUNE_MARGIN) + 1e-12
 
 
 def _count_rows(conn: sqlite3.Connection, table: str, expr: str, cap: int) -> int:
@@ -219,7 +226,9 @@ def _and_then_or(conn: sqlite3.Connection, table: str, bm25: str, terms: list[st
         return hits, hits
     if len(hits) >= limit and not want_raw:
         return hits, []
-    raw = _run_or(conn, table, bm25, terms, prefixes, filters, limit)
+    # the AND hits hold every term, so the OR query scores them the same: its limit-th is no lower
+    floor = hits[limit - 1][1] if len(hits) >= limit else None
+    raw = _run_or(conn, table, bm25, terms, prefixes, filters, limit, floor)
     if len(hits) < limit:
         seen = {i for i, _ in hits}
         floor = min((s for _, s in hits), default=0.0)
