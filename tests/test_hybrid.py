@@ -209,3 +209,30 @@ def test_a_channel_without_evidence_does_not_drag_a_strong_one_down(searcher) ->
     assert plain.order[0] == 7 and ramped.order[:2] == [1, 2] and ramped.weights["words"] == 0.0
     full = fuse(channels, raw, Evidence(coverage=1.0, separation=3.0), FusionParams(lexical_low=0.2, lexical_high=0.6))
     assert full.order[0] == 7 and full.weights["words"] == 1.0
+
+
+def test_the_vector_channel_beside_the_lexical_one_gives_the_serial_answer(searcher, monkeypatch) -> None:
+    """gather runs the vector channel in a worker thread while the lexical SQL runs; the merged
+    result (hits, scores, channel order, evidence, timings' keys) is what running them one after
+    the other gives."""
+    from concurrent.futures import Future
+
+    from memory_hub.retrieval import search as search_module
+
+    queries = ["promote the standby replica", "ERR_042", "認証 パスキー", "noodles drain", "failover"]
+    beside = [searcher.search(q, k=5, explain=True) for q in queries]
+
+    class Inline:  # runs the submitted channel at once, on this thread
+        def submit(self, fn, *args):
+            done: Future = Future()
+            done.set_result(fn(*args))
+            return done
+
+    monkeypatch.setattr(search_module, "_workers", lambda: Inline())
+    serial = [searcher.search(q, k=5, explain=True) for q in queries]
+    for a, b in zip(beside, serial, strict=True):
+        assert [(h.path, h.score, h.snippet, h.channels) for h in a.hits] == \
+            [(h.path, h.score, h.snippet, h.channels) for h in b.hits]
+        assert a.evidence == b.evidence and a.vector_query == b.vector_query and a.warnings == b.warnings
+        assert list(a.timings_ms) == list(b.timings_ms)
+    assert "vectors" in beside[0].timings_ms and "embed_query" in beside[0].timings_ms

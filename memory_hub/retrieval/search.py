@@ -15,8 +15,11 @@ warning rather than failing: search must answer even before the first embedding 
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -366,10 +369,17 @@ class Gathered:
 def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: VectorIndex | None,
            calibrated: bool = True) -> Gathered:
     """Run the channels ``plan`` asks for: lexical (with its evidence), exact-identifier matches,
-    vectors (asked without the scope's ubiquitous terms, with their evidence)."""
+    vectors (asked without the scope's ubiquitous terms, with their evidence).
+
+    When both kinds run, the vector channel (query embedding, then the vector search) runs in a
+    worker thread while this one runs the lexical SQL: ONNX Runtime, LanceDB and SQLite all release
+    the GIL, so on two cores the two overlap. Its results are merged afterwards in the order the
+    serial code used, so the answer is the same."""
     t0 = time.perf_counter()
     terms = analyze_query(query)
     g = Gathered(query=query, terms=terms, filters=filters)
+    beside = plan.vectors and plan.lexical and not terms.empty
+    pending = _workers().submit(vector_channel, store, query, terms, filters, vectors) if beside else None
     # a query of stop-words alone says nothing any channel could have evidence for
     g.evidence.unknown = 1.0 if terms.empty else lexical.unknown_share(store.conn, terms)
     if plan.lexical and not terms.empty:
@@ -380,25 +390,62 @@ def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: Ve
     g.exact = lexical.exact_matches(store.conn, pinned, filters) if pinned else []
     g.timings["lexical"] = (time.perf_counter() - t0) * 1000
     if plan.vectors:
-        t1 = time.perf_counter()
-        index = vectors if vectors is not None else default_vectors(store)
-        if index is None or index.size(store) == 0:
-            g.warnings.append("no vectors for this vault yet (run `memory-hub index`); vector channel skipped")
-        else:
-            # terms in nearly every note in scope only blur the query's vector (lexical.ubiquitous_terms)
-            common = lexical.ubiquitous_terms(store.conn, bare_terms(terms.all_terms), filters)
-            g.vector_query = without_terms(query, common) if common else query
-            g.timings["common_terms"] = (time.perf_counter() - t1) * 1000
-            t1 = time.perf_counter()
-            qvec = index.embedder.embed_queries([g.vector_query])[0]
-            g.timings["embed_query"] = (time.perf_counter() - t1) * 1000
-            t2 = time.perf_counter()
-            ranked = index.search_notes(store, qvec, filters, CANDIDATES)
+        found = pending.result() if pending is not None else vector_channel(store, query, terms, filters, vectors)
+        g.warnings += found.warnings
+        g.timings.update(found.timings)
+        if found.ranked is not None:
+            ranked = found.ranked
+            g.vector_query = found.vector_query
             g.channels["vectors"] = g.raw["vectors"] = [(nid, score) for nid, score, _ in ranked]
             g.best_chunk = {nid: (c.start, c.end, c.heading) for nid, _, c in ranked}
             g.evidence.separation = fusion.separation([score for _, score, _ in ranked])
-            g.timings["vectors"] = (time.perf_counter() - t2) * 1000
     return g
+
+
+@dataclass
+class VectorChannel:
+    """What the vector channel found for one query (``ranked`` is None when it could not run)."""
+
+    ranked: list[tuple[int, float, Any]] | None = None
+    vector_query: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def vector_channel(store: Store, query: str, terms: QueryTerms, filters: Filters,
+                   vectors: VectorIndex | None) -> VectorChannel:
+    """Embed the query (without the scope's ubiquitous terms) and rank notes by their vectors."""
+    out = VectorChannel()
+    t1 = time.perf_counter()
+    index = vectors if vectors is not None else default_vectors(store)
+    if index is None or index.size(store) == 0:
+        out.warnings.append("no vectors for this vault yet (run `memory-hub index`); vector channel skipped")
+        return out
+    # terms in nearly every note in scope only blur the query's vector (lexical.ubiquitous_terms)
+    common = lexical.ubiquitous_terms(store.conn, bare_terms(terms.all_terms), filters)
+    out.vector_query = without_terms(query, common) if common else query
+    out.timings["common_terms"] = (time.perf_counter() - t1) * 1000
+    t1 = time.perf_counter()
+    qvec = index.embedder.embed_queries([out.vector_query])[0]
+    out.timings["embed_query"] = (time.perf_counter() - t1) * 1000
+    t2 = time.perf_counter()
+    out.ranked = index.search_notes(store, qvec, filters, CANDIDATES)
+    out.timings["vectors"] = (time.perf_counter() - t2) * 1000
+    return out
+
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+VECTOR_WORKERS = 4  # searches of one process whose vector channels can run at the same time
+
+
+def _workers() -> ThreadPoolExecutor:
+    """The process's vector-channel threads (made again in a forked child, which has none)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(VECTOR_WORKERS, thread_name_prefix="memory-hub-vectors"))
+        return _pool[1]
 
 
 @dataclass
