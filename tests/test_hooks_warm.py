@@ -36,7 +36,8 @@ def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     folder = tmp_path / "run"
     folder.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
-    return {**os.environ, "XDG_RUNTIME_DIR": str(folder)}
+    # a secret among the variables a plan is keyed by: it must never be written into the plan
+    return {**os.environ, "XDG_RUNTIME_DIR": str(folder), "MEMORY_HUB_LLM_KEY": "sk-test-never-written"}
 
 
 def _hook(vault: Path, session_id: str, env: dict[str, str], event: dict | None = None) -> tuple[str, list[str]]:
@@ -77,6 +78,7 @@ def test_a_warm_hook_imports_no_settings_and_answers_as_the_full_path_and_the_co
         assert "tls-certificate-rotation.md" in first and recall_of(vault, "w-full")["served_by"] == "warm"
         [plan] = _plans(runtime)
         assert plan["vault"] == str(vault.resolve()) and plan["budget"] == 1200 and plan["deadline"] == 3.0
+        assert "sk-test-never-written" not in json.dumps(plan)  # its key's variables are kept as a digest only
 
         warm, modules = _hook(vault, "w-lean", runtime)
         assert warm == first  # a new session, the same prompt: the same block

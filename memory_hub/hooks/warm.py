@@ -67,6 +67,15 @@ def _plan_path(key: str) -> str:
     return os.path.join(runtime_folder(), f"hook-plan-{socket_digest(key)}.json")
 
 
+def _key_digest(key: str) -> str:
+    """What the plan file keeps of its key: a digest, never the variables (MEMORY_HUB_LLM_KEY is one)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover
+        from hashlib import blake2b
+    return blake2b(key.encode(), digest_size=32).hexdigest()
+
+
 def stamp(path: str | os.PathLike[str]) -> list[int] | None:
     """(mtime_ns, size) of a settings file, None when it does not exist."""
     try:
@@ -84,7 +93,7 @@ def save_plan(key: str, vault: str | Path, budget: int, deadline: float, hint_wa
         if not os.path.isdir(runtime_folder()):
             return  # no server ever ran here: no warm hook to save time for
         path = _plan_path(key)
-        body = json.dumps({"key": key, "vault": str(vault), "budget": budget, "deadline": deadline,
+        body = json.dumps({"key": _key_digest(key), "vault": str(vault), "budget": budget, "deadline": deadline,
                            "hint_wait": hint_wait, "stamps": stamps}, ensure_ascii=False)
         tmp = f"{path}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -102,7 +111,7 @@ def load_plan(key: str) -> dict[str, Any] | None:
             plan = json.load(fh)
     except (OSError, UnsafeSocketDir, ValueError):
         return None
-    if not isinstance(plan, dict) or plan.get("key") != key:
+    if not isinstance(plan, dict) or plan.get("key") != _key_digest(key):
         return None
     try:
         if any(stamp(p) != s for p, s in plan["stamps"]):
