@@ -85,9 +85,10 @@ HOOK_MODULE = [sys.executable, "-m", "memory_hub.hooks"]  # + --vault V claude-c
 HOOK_COMMAND = [str(Path(sys.executable).parent / "memory-hub")]  # + --vault V hook claude-code: what agents run
 
 
-def hook_process(vault: Path, prompt: str, session: str, command: list[str] | None = None
-                 ) -> tuple[float, dict[str, Any] | None, float]:
-    """One whole hook process: (wall seconds, its reply, its CPU seconds)."""
+def hook_process(vault: Path, prompt: str, session: str, command: list[str] | None = None,
+                 cwd: Path = REPO) -> tuple[float, dict[str, Any] | None, float]:
+    """One whole hook process: (wall seconds, its reply, its CPU seconds). ``-m`` runs the code of
+    ``cwd`` (it comes first on ``sys.path``): ``--baseline`` points it at another checkout."""
     import resource
 
     event = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": session, "prompt": prompt})
@@ -95,7 +96,7 @@ def hook_process(vault: Path, prompt: str, session: str, command: list[str] | No
         [*HOOK_MODULE, "--vault", str(vault), "claude-code"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(args, input=event, capture_output=True, text=True, timeout=60, cwd=REPO)
+    proc = subprocess.run(args, input=event, capture_output=True, text=True, timeout=60, cwd=cwd)
     took = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -179,7 +180,13 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
         # forms interleave, so both see the same load.
         first_warm, _, first_cpu = hook_process(vault, prompts[0], f"bench-hw{RUN}-first")
         warm_hook, warm_cpu, command_hook, command_cpu = [], [], [], []
+        base_wall: list[float] = []
+        base_cpu: list[float] = []
         for i, prompt in enumerate(prompts[: args.hook_runs]):
+            if args.baseline:  # the same prompt through another checkout's hook, interleaved
+                took, out, cpu = hook_process(vault, prompt, f"bench-hb{RUN}-{i}", cwd=Path(args.baseline))
+                base_wall.append(took)
+                base_cpu.append(cpu)
             took, out, cpu = hook_process(vault, prompt, f"bench-hw{RUN}-{i}")
             warm_hook.append(took)
             warm_cpu.append(cpu)
@@ -217,6 +224,8 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
         "warm_hook_command_cpu_ms_p50": round(statistics.median(command_cpu) * 1000, 1),
         "first_warm_hook_full_path": {"wall_ms": round(first_warm * 1000, 1), "cpu_ms": round(first_cpu * 1000, 1)},
         "interpreter_floor": floor,
+        **({"baseline": {"checkout": str(args.baseline), "warm_hook_process": latency_summary(base_wall),
+                         "cpu_ms_p50": round(statistics.median(base_cpu) * 1000, 1)}} if args.baseline else {}),
         "cold_hook_process": latency_summary(cold_hook),
         "cold_hook_process_cpu_ms_p50": round(statistics.median(cold_cpu) * 1000, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
@@ -378,6 +387,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="passes over the prompts (fresh sessions)")
     parser.add_argument("--hook-runs", type=int, default=12, help="hook processes per warm/cold series")
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--baseline", default=None,
+                        help="another checkout (e.g. a worktree of main): its warm hook process is timed too, "
+                             "interleaved with this one's, against the same server")
     parser.add_argument("--skip-locomo", action="store_true")
     parser.add_argument("--locomo-limit", type=int, default=0)
     parser.add_argument("--tail-settings", nargs="*", default=["10:0", "1:0.3", "2:0.3", "3:0.3", "3:0.5"],
@@ -400,6 +412,9 @@ def main() -> int:
         print_table([{"path": k, **lat[k], "cpu_p50_ms": cpu.get(k, "")} for k in
                      ("interpreter_floor", "warm_socket", "warm_hook_process", "warm_hook_command", "cold_hook_process")],
                     ["path", "p50_ms", "p95_ms", "max_ms", "n", "cpu_p50_ms"])
+        if "baseline" in lat:
+            print(f"baseline {lat['baseline']['checkout']}: warm hook process {lat['baseline']['warm_hook_process']}, "
+                  f"CPU p50 {lat['baseline']['cpu_ms_p50']} ms")
         print(f"first warm hook of the run (full path, leaves the plan): {lat['first_warm_hook_full_path']}; "
               f"load average {lat['load_average']}")
         print(f"block tokens: p50 {lat['block_tokens']['p50']}, max {lat['block_tokens']['max']} "

@@ -198,7 +198,8 @@ def run(agent: str, vault_arg: str | None = None, stdin: TextIO | None = None, s
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     PLAN.clear()
-    PLAN["key"] = plan_key(agent, vault_arg)  # before the settings are exported to the environment
+    if detach:  # a real hook process: the next one may answer from this plan (in-process callers leave none)
+        PLAN["key"] = plan_key(agent, vault_arg)  # before the settings are exported to the environment
     if handover is not None:
         PLAN["handover"] = handover
     vault, problem = _vault(vault_arg)  # before the deadline: the vault's settings may set it
