@@ -320,7 +320,8 @@ def test_exact_search_runs_openblas_on_one_thread(monkeypatch) -> None:
                if hasattr(ctypes.CDLL(p), n)]
     if not getters:
         pytest.skip("numpy here is not linked to OpenBLAS")
-    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    for name in vectors.BLAS_THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(vectors, "_blas_checked", False)
     vectors.one_blas_thread()
     assert getters[0]() == 1

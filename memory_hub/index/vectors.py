@@ -121,6 +121,7 @@ def import_lancedb() -> Any:
 
 
 _blas_checked = False
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # a person's own count
 
 
 def one_blas_thread() -> None:
@@ -131,13 +132,15 @@ def one_blas_thread() -> None:
     2.7-3.5 ms, and a warm hybrid query spent ~54 ms of CPU instead of ~34 (the query embedding and
     the lexical SQL, which run beside it, lost the core). A process-wide OpenBLAS setting, made once,
     through its own ``*_set_num_threads`` (found in the loaded library, Linux only); left alone when
-    the user set ``OPENBLAS_NUM_THREADS``. The split changes the last bit of a few cosines (199 of
+    the person set a thread count. A server sets ``OPENBLAS_NUM_THREADS=1`` before numpy loads
+    (``server/run.one_blas_thread``); this covers every other process that searches (the CLI in
+    process, a cold hook, the benchmarks), where numpy is loaded before the search code runs. The split changes the last bit of a few cosines (199 of
     5.5M products in a random test), never the ranking of the 4 × 215 natural questions measured."""
     global _blas_checked
     if _blas_checked:
         return
     _blas_checked = True
-    if os.environ.get("OPENBLAS_NUM_THREADS") or not os.path.exists("/proc/self/maps"):
+    if any(os.environ.get(v) for v in BLAS_THREAD_VARIABLES) or not os.path.exists("/proc/self/maps"):
         return
     import ctypes
 
