@@ -60,7 +60,10 @@ PLOTTED = [("cold_lexical_s", "cold lexical+graph index (s)"), ("nochange_sync_s
 
 
 def code_version() -> str:
-    """The commit the measured code is (a stage of a merged row may come from another run)."""
+    """The commit the measured code is (a stage of a merged row may come from another run);
+    ``$BENCH_CODE_VERSION`` names it when the code runs from an exported copy."""
+    if os.environ.get("BENCH_CODE_VERSION"):
+        return os.environ["BENCH_CODE_VERSION"]
     try:
         out = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True,
                              text=True, timeout=10)
