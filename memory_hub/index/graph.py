@@ -51,18 +51,26 @@ def build_resolver(conn: sqlite3.Connection) -> Resolver:
     """A resolver over the index's notes. Kept per process while no path or alias changes (the
     ``PATHS_STAMP`` meta): building one reads every note, ~1 s of CPU at 100k notes, which a
     server's watcher paid on every edit."""
-    stamp = conn.execute("SELECT value FROM meta WHERE key = ?", (PATHS_STAMP,)).fetchone()
-    key = None
-    if stamp is not None:
-        db = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
-        key = (db, stamp[0])
-        if key in _resolvers:
-            return _resolvers[key]
-    rows = conn.execute("SELECT path, aliases FROM notes").fetchall()
+    own = not conn.in_transaction  # the stamp and the notes from one snapshot
+    if own:
+        conn.execute("BEGIN")
+    try:
+        stamp = conn.execute("SELECT value FROM meta WHERE key = ?", (PATHS_STAMP,)).fetchone()
+        key = None
+        if stamp is not None:
+            db = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
+            key = (db, stamp[0])
+            hit = _resolvers.get(key)
+            if hit is not None:
+                return hit
+        rows = conn.execute("SELECT path, aliases FROM notes").fetchall()
+    finally:
+        if own:
+            conn.execute("COMMIT")
     resolver = Resolver((r[0] for r in rows), {r[0]: json.loads(r[1]) for r in rows if r[1] != "[]"})
     if key is not None and key[0]:
-        for old in [k for k in _resolvers if k[0] == key[0]]:
-            del _resolvers[old]
+        for old in [k for k in list(_resolvers) if k[0] == key[0]]:
+            _resolvers.pop(old, None)  # threads of a server may race here
         _resolvers[key] = resolver
     return resolver
 
