@@ -222,7 +222,7 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
 
     with sqlite3.connect(vault / ".memory_hub" / "index.sqlite3") as conn:
         row["chunks"] = None
-        if with_vectors:
+        if with_vectors and stages & {"vectors", "server"}:  # a cold-only run has no vectors to count
             from memory_hub.index.embed.loader import load_embedder
             from memory_hub.index.store import Store
             from memory_hub.index.vectors import VectorIndex
