@@ -318,8 +318,10 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=110)
     rows = sorted(rows, key=lambda r: r["notes"])
     xs = [r["notes"] for r in rows]
+    with_model = ("hybrid_graph_p50_ms", "serving_rss_mb")  # a lexical-only row measured neither
     for key, label in PLOTTED:
-        pts = [(x, r.get(key)) for x, r in zip(xs, rows, strict=True) if r.get(key)]
+        pts = [(x, r.get(key)) for x, r in zip(xs, rows, strict=True) if r.get(key)
+               and not (key in with_model and str(r.get("vectors", "")).startswith("none"))]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
     ax.set_xscale("log")
