@@ -102,6 +102,15 @@ class FusionParams:
     vector_high: float = 0.0
     # A query this much made of words the vault has never seen (and with nothing pinned) is low-confidence.
     unknown_low_confidence: float = 0.5
+    # The lexical weight is multiplied by this for a cross-script query (``Evidence.cross_script``),
+    # and the vector weight by ``short_vector_factor`` for a query of at most ``short_query_terms``
+    # terms (``Evidence.terms``: e5 has little to embed in "Vim" or "FSRS", and ranks notes that
+    # never say it above the ones that do). Both chosen by 5-fold cross-validation over SciFact,
+    # JSQuAD, LoCoMo and the natural questions (results/cv.json, README "Weights chosen by
+    # cross-validation"); no other set has a query either rule touches often enough to move.
+    cross_script_lexical: float = 0.0
+    short_query_terms: int = 1
+    short_vector_factor: float = 0.0
 
 
 DEFAULT_PARAMS = FusionParams()
@@ -114,6 +123,10 @@ class Evidence:
     coverage: float | None = None
     separation: float | None = None
     unknown: float | None = None  # share of the query the vault has never seen (lexical.unknown_share)
+    terms: int | None = None  # distinct word-table terms of the query (``search.query_length``)
+    # A prose query with no CJK over a vault written mostly in CJK: the words it shares with the
+    # notes are loan words (``lexical.cjk_share``), weaker evidence than coverage says.
+    cross_script: bool = False
 
     def confident(self, params: FusionParams) -> bool:
         """Whether the channels can have found anything real: not when the vault has never seen
@@ -127,6 +140,10 @@ class Evidence:
         vectors = ramp(self.separation, params.vector_low, params.vector_high) if self.separation is not None else 0.0
         if self.separation is not None and params.vector_high <= 0:
             vectors = 1.0
+        if self.cross_script:
+            lexical *= params.cross_script_lexical
+        if self.terms is not None and self.terms <= params.short_query_terms:
+            vectors *= params.short_vector_factor
         return {"lexical": lexical, "vectors": vectors}
 
     def as_dict(self, params: FusionParams) -> dict[str, Any]:
@@ -137,6 +154,8 @@ class Evidence:
             out["separation"] = round(self.separation, 3)
         if self.unknown is not None:
             out["unknown"] = round(self.unknown, 3)
+        if self.cross_script:
+            out["cross_script"] = True
         out["weight"] = {k: round(v, 3) for k, v in self.factors(params).items()}
         return out
 
