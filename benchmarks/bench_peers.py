@@ -75,7 +75,25 @@ def summary(seconds: list[float]) -> dict[str, float]:
 
 
 def mh_env(xdg: Path) -> dict[str, str]:
-    return {**os.environ, "XDG_DATA_HOME": str(xdg), "MEMORY_HUB_LOG": "warning"}
+    # MEMORY_HUB_STDIO_STAGES: the stdio server says where its time went on each call (stdio.py)
+    return {**os.environ, "XDG_DATA_HOME": str(xdg), "MEMORY_HUB_LOG": "warning", "MEMORY_HUB_STDIO_STAGES": "1"}
+
+
+def stdio_stages(result: dict[str, Any], round_trip_ms: float, into: dict[str, list[float]]) -> None:
+    """One stdio call's path, client send -> client has the answer: the server's own marks (read ->
+    worker thread, the tool function, encoding its answer), search()'s own total inside the tool, and
+    the rest (the pipe both ways, the reply's envelope encoding and write, the client's decoding)."""
+    marks = (result.get("_meta") or {}).get("memory-hub/stages_ms")
+    if not marks:
+        return
+    search_total = float((structured(result).get("timings_ms") or {}).get("total", 0))
+    parts = {"1 queued (read -> worker thread)": marks["queued"],
+             "2 tool, outside search() (arguments, filters, freshness, result dicts)": marks["tool"] - search_total,
+             "3 search() itself": search_total,
+             "4 encode the answer (JSON text)": marks["encode"],
+             "5 pipe, envelope write, client decode": round_trip_ms - marks["queued"] - marks["tool"] - marks["encode"]}
+    for k, v in parts.items():
+        into.setdefault(k, []).append(v)
 
 
 def prepare(data: Path, work: Path, xdg: Path) -> Path:
@@ -126,12 +144,15 @@ def measure_queries(vault: Path, xdg: Path, peers: Path, queries: list[str], rou
         # the MCP layer: a round trip minus the search's own total (transport, JSON, tool dispatch)
         layer: dict[str, list[float]] = {"mh_stdio": [], "mh_http": []}
         empty = {"mh": 0, "qmd": 0}
+        path: dict[str, list[float]] = {}
         cpu0 = {"mh_stdio": cpu_seconds(ours.pid), "mh_http": cpu_seconds(http_proc.pid), "qmd_stdio": cpu_seconds(qmd.pid)}
         for _ in range(rounds):
             for q in queries:
                 t = time.perf_counter()
-                res = structured(ours.call("search", {"query": q, "k": 10}))
+                raw = ours.call("search", {"query": q, "k": 10})
                 times["mh_stdio"].append(time.perf_counter() - t)
+                res = structured(raw)
+                stdio_stages(raw, times["mh_stdio"][-1] * 1000, path)
                 for k, v in (res.get("timings_ms") or {}).items():
                     stages.setdefault(k, []).append(float(v))
                 layer["mh_stdio"].append(times["mh_stdio"][-1] * 1000 - float((res.get("timings_ms") or {}).get("total", 0)))
@@ -157,6 +178,8 @@ def measure_queries(vault: Path, xdg: Path, peers: Path, queries: list[str], rou
     out = {name: summary(v) for name, v in times.items()}
     out["stages_p50_ms"] = {k: round(statistics.median(v), 2) for k, v in sorted(stages.items())}
     out["mcp_layer_p50_ms"] = {k: round(statistics.median(v), 2) for k, v in layer.items()}
+    out["stdio_path_ms"] = {k: {"p50": round(statistics.median(v), 2), "p95": round(percentile(v, 95), 2)}
+                            for k, v in sorted(path.items())}
     out["server_cpu_ms_per_query"] = cpu_ms
     out["empty_results"] = {k: v // rounds for k, v in empty.items()}
     out["rss"] = rss
@@ -294,6 +317,8 @@ def main() -> int:
         print("memory-hub stages (p50 ms, inside search):", result["query"]["stages_p50_ms"])
         print("MCP layer (p50 ms, round trip minus the search's total):", result["query"]["mcp_layer_p50_ms"])
         print("server CPU per query (ms):", result["query"]["server_cpu_ms_per_query"])
+        print("\nstdio search, client send -> answer, by stage (ms):")
+        print_table([{"stage": k, **v} for k, v in result["query"]["stdio_path_ms"].items()], ["stage", "p50", "p95"])
     path = write_result("peers", result)
     print(f"wrote {path}")
     return 0

@@ -81,13 +81,36 @@ def make_prompts(index: RecallIndex, n: int, seed: int = 11) -> list[str]:
     return prompts
 
 
-def hook_process(vault: Path, prompt: str, session: str) -> tuple[float, dict[str, Any] | None]:
+HOOK_MODULE = [sys.executable, "-m", "memory_hub.hooks"]  # + --vault V claude-code
+HOOK_COMMAND = [str(Path(sys.executable).parent / "memory-hub")]  # + --vault V hook claude-code: what agents run
+
+
+def hook_process(vault: Path, prompt: str, session: str, command: list[str] | None = None,
+                 cwd: Path = REPO) -> tuple[float, dict[str, Any] | None, float]:
+    """One whole hook process: (wall seconds, its reply, its CPU seconds). ``-m`` runs the code of
+    ``cwd`` (it comes first on ``sys.path``): ``--baseline`` points it at another checkout."""
+    import resource
+
     event = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": session, "prompt": prompt})
+    args = [*HOOK_COMMAND, "--vault", str(vault), "hook", "claude-code"] if command is HOOK_COMMAND else \
+        [*HOOK_MODULE, "--vault", str(vault), "claude-code"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "memory_hub.hooks", "--vault", str(vault), "claude-code"],
-                          input=event, capture_output=True, text=True, timeout=60, cwd=REPO)
+    proc = subprocess.run(args, input=event, capture_output=True, text=True, timeout=60, cwd=cwd)
     took = time.perf_counter() - t0
-    return took, (json.loads(proc.stdout) if proc.stdout.strip() else None)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return took, (json.loads(proc.stdout) if proc.stdout.strip() else None), cpu
+
+
+def interpreter_floor(runs: int) -> dict[str, float]:
+    """``python -c pass``: what any hook process pays before its first import of ours."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append(time.perf_counter() - t0)
+    return latency_summary(times)
 
 
 # Sessions are new on every run: a work folder kept from an earlier run holds its sessions, whose
@@ -152,17 +175,33 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
             tel = reply["telemetry"]
             tokens.append(tel.get("tokens") or 0)
             modes[tel.get("mode")] = modes.get(tel.get("mode"), 0) + 1
-        warm_hook = []
+        # The first warm hook of a run takes the full path (it reads the settings and leaves the
+        # plan later hooks answer from, hooks/warm.py); it is timed apart. Module and command
+        # forms interleave, so both see the same load.
+        first_warm, _, first_cpu = hook_process(vault, prompts[0], f"bench-hw{RUN}-first")
+        warm_hook, warm_cpu, command_hook, command_cpu = [], [], [], []
+        base_wall: list[float] = []
+        base_cpu: list[float] = []
         for i, prompt in enumerate(prompts[: args.hook_runs]):
-            took, out = hook_process(vault, prompt, f"bench-hw{RUN}-{i}")
+            if args.baseline:  # the same prompt through another checkout's hook, interleaved
+                took, out, cpu = hook_process(vault, prompt, f"bench-hb{RUN}-{i}", cwd=Path(args.baseline))
+                base_wall.append(took)
+                base_cpu.append(cpu)
+            took, out, cpu = hook_process(vault, prompt, f"bench-hw{RUN}-{i}")
             warm_hook.append(took)
+            warm_cpu.append(cpu)
+            took, out, cpu = hook_process(vault, prompt, f"bench-hx{RUN}-{i}", HOOK_COMMAND)
+            command_hook.append(took)
+            command_cpu.append(cpu)
+        floor = interpreter_floor(args.hook_runs)
     finally:
         server.terminate()
         server.wait(10)
-    cold_hook = []
+    cold_hook, cold_cpu = [], []
     for i, prompt in enumerate(prompts[: args.hook_runs]):
-        took, out = hook_process(vault, prompt, f"bench-hc{RUN}-{i}")
+        took, out, cpu = hook_process(vault, prompt, f"bench-hc{RUN}-{i}")
         cold_hook.append(took)
+        cold_cpu.append(cpu)
     # A cold hook writes its telemetry line after replying (from a forked child): wait for them all.
     cold_ids = {f"bench-hc{RUN}-{i}" for i in range(len(cold_hook))}
     deadline = time.monotonic() + 30
@@ -180,7 +219,16 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
         "prompts": len(socket_times), "modes": modes,
         "warm_socket": latency_summary(socket_times),
         "warm_hook_process": latency_summary(warm_hook),
+        "warm_hook_process_cpu_ms_p50": round(statistics.median(warm_cpu) * 1000, 1),
+        "warm_hook_command": latency_summary(command_hook),
+        "warm_hook_command_cpu_ms_p50": round(statistics.median(command_cpu) * 1000, 1),
+        "first_warm_hook_full_path": {"wall_ms": round(first_warm * 1000, 1), "cpu_ms": round(first_cpu * 1000, 1)},
+        "interpreter_floor": floor,
+        **({"baseline": {"checkout": str(args.baseline), "warm_hook_process": latency_summary(base_wall),
+                         "cpu_ms_p50": round(statistics.median(base_cpu) * 1000, 1)}} if args.baseline else {}),
         "cold_hook_process": latency_summary(cold_hook),
+        "cold_hook_process_cpu_ms_p50": round(statistics.median(cold_cpu) * 1000, 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
         "cold_served_by": sorted(set(served)),
         "block_tokens": {"p50": statistics.median(tokens), "max": max(tokens), "budget": BUDGET,
                          "over_budget": sum(1 for t in tokens if t > BUDGET)},
@@ -339,6 +387,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="passes over the prompts (fresh sessions)")
     parser.add_argument("--hook-runs", type=int, default=12, help="hook processes per warm/cold series")
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--baseline", default=None,
+                        help="another checkout (e.g. a worktree of main): its warm hook process is timed too, "
+                             "interleaved with this one's, against the same server")
     parser.add_argument("--skip-locomo", action="store_true")
     parser.add_argument("--locomo-limit", type=int, default=0)
     parser.add_argument("--tail-settings", nargs="*", default=["10:0", "1:0.3", "2:0.3", "3:0.3", "3:0.5"],
@@ -355,8 +406,17 @@ def main() -> int:
         print(f"\n## Hook round trip on {lat['vault']} ({lat['notes']} notes)")
         print(f"recall index: build {lat['recall_index_build_s']} s from nothing, warm restart "
               f"{lat['recall_index_restart_s']} s, {lat['recall_index_bytes'] / 1e6:.1f} MB; modes {lat['modes']}")
-        print_table([{"path": k, **lat[k]} for k in ("warm_socket", "warm_hook_process", "cold_hook_process")],
-                    ["path", "p50_ms", "p95_ms", "max_ms", "n"])
+        cpu = {"warm_hook_process": lat["warm_hook_process_cpu_ms_p50"],
+               "warm_hook_command": lat["warm_hook_command_cpu_ms_p50"],
+               "cold_hook_process": lat["cold_hook_process_cpu_ms_p50"]}
+        print_table([{"path": k, **lat[k], "cpu_p50_ms": cpu.get(k, "")} for k in
+                     ("interpreter_floor", "warm_socket", "warm_hook_process", "warm_hook_command", "cold_hook_process")],
+                    ["path", "p50_ms", "p95_ms", "max_ms", "n", "cpu_p50_ms"])
+        if "baseline" in lat:
+            print(f"baseline {lat['baseline']['checkout']}: warm hook process {lat['baseline']['warm_hook_process']}, "
+                  f"CPU p50 {lat['baseline']['cpu_ms_p50']} ms")
+        print(f"first warm hook of the run (full path, leaves the plan): {lat['first_warm_hook_full_path']}; "
+              f"load average {lat['load_average']}")
         print(f"block tokens: p50 {lat['block_tokens']['p50']}, max {lat['block_tokens']['max']} "
               f"(budget {BUDGET}, over budget: {lat['block_tokens']['over_budget']})")
     golden_rows = golden(args)

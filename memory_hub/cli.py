@@ -19,6 +19,7 @@ from typing import Any
 
 from . import __version__
 from .commands import MODULES
+from .entry import hook_args
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -80,27 +81,13 @@ def _environment_kept() -> Iterator[None]:
             os.environ.update(before)
 
 
-def _hook_args(argv: list[str]) -> list[str] | None:
-    """``[--vault V] hook AGENT [--vault V]`` → the lean hook entry's arguments (no parser to build:
-    an agent runs this before every prompt, and importing every command costs more than the answer)."""
-    words = list(argv)
-    lead: list[str] = []
-    while words[:1] == ["--vault"] and len(words) > 1:
-        lead += words[:2]
-        del words[:2]
-    if len(words) >= 2 and words[0] == "hook" and words[1] in ("claude-code", "codex") and all(
-            w == "--vault" or not w.startswith("-") for w in words[2:]):
-        return lead + words[1:]
-    return None
-
-
 # Commands whose stdout is a protocol (MCP over stdio, a hook's JSON reply) are left untouched.
 _RAW_OUTPUT = frozenset({"serve", "hook"})
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    hook = _hook_args(argv)
+    hook = hook_args(argv)  # also here: `python -m memory_hub.cli hook …` and callers of main()
     if hook is not None:
         from .hooks.__main__ import main as hook_main
 

@@ -255,3 +255,30 @@ def test_an_english_sentence_over_english_notes_is_not_cross_script(searcher) ->
 
     query = "promote the standby replica after the primary dies"
     assert not cross_script(searcher.store, query, analyze_query(query))
+
+
+def test_the_vector_channel_beside_the_lexical_one_gives_the_serial_answer(searcher, monkeypatch) -> None:
+    """gather runs the vector channel in a worker thread while the lexical SQL runs; the merged
+    result (hits, scores, channel order, evidence, timings' keys) is what running them one after
+    the other gives."""
+    from concurrent.futures import Future
+
+    from memory_hub.retrieval import search as search_module
+
+    queries = ["promote the standby replica", "ERR_042", "認証 パスキー", "noodles drain", "failover"]
+    beside = [searcher.search(q, k=5, explain=True) for q in queries]
+
+    class Inline:  # runs the submitted channel at once, on this thread
+        def submit(self, fn, *args):
+            done: Future = Future()
+            done.set_result(fn(*args))
+            return done
+
+    monkeypatch.setattr(search_module, "_workers", lambda: Inline())
+    serial = [searcher.search(q, k=5, explain=True) for q in queries]
+    for a, b in zip(beside, serial, strict=True):
+        assert [(h.path, h.score, h.snippet, h.channels) for h in a.hits] == \
+            [(h.path, h.score, h.snippet, h.channels) for h in b.hits]
+        assert a.evidence == b.evidence and a.vector_query == b.vector_query and a.warnings == b.warnings
+        assert list(a.timings_ms) == list(b.timings_ms)
+    assert "vectors" in beside[0].timings_ms and "embed_query" in beside[0].timings_ms

@@ -60,7 +60,7 @@ def test_the_wheel_carries_the_starter_vault_and_license(wheel: Path) -> None:
     meta = zipfile.ZipFile(wheel).read(f"memory_hub-{__version__}.dist-info/METADATA").decode()
     assert "License-Expression: MIT" in meta and f"Version: {__version__}" in meta
     assert any(n.endswith("licenses/LICENSE") for n in names)
-    assert "memory-hub = memory_hub.cli:main" in zipfile.ZipFile(wheel).read(
+    assert "memory-hub = memory_hub.entry:main" in zipfile.ZipFile(wheel).read(
         f"memory_hub-{__version__}.dist-info/entry_points.txt").decode()
 
 

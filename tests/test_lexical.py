@@ -281,3 +281,79 @@ def test_a_quoted_phrase_pins_the_notes_that_hold_it(tvault) -> None:
     result = search(store, 'the "expired intermediate" story again', mode="lexical")
     assert result.hits[0].exact and "expired intermediate" in (result.hits[0].title + lexical.body_of(
         store.conn, result.hits[0].note_id)).lower()
+
+
+def _common_word_vault(make_vault, notes: int = 400):
+    """Every note says "note" (often); a few hundred say rarer words, some several times."""
+    import random
+
+    rng = random.Random(5)
+    rare = ["kanban", "zotero", "latex", "vim", "canvas", "mermaid"]
+    files = {}
+    for i in range(notes):
+        words = ["note"] * rng.randint(1, 6) + ["filler"] * rng.randint(0, 40)
+        words += [w for w in rare if rng.random() < 0.25] * rng.randint(1, 3)
+        rng.shuffle(words)
+        title = " ".join(rng.sample(rare, 1)) if i % 7 == 0 else f"page {i}"
+        files[f"n{i:04d}.md"] = f"# {title}\n\n" + " ".join(words) + "\n"
+    return make_vault(files)
+
+
+@pytest.mark.parametrize("query", ["kanban note", "zotero latex note filler", "vim note", "note filler",
+                                   "mermaid canvas kanban zotero latex vim note", "kanban kanban note"])
+def test_pruned_or_ranking_is_the_full_one(make_vault, query: str) -> None:
+    """The OR ranking that leaves rows holding only common words unscored returns exactly the
+    rows, scores and order of the plain OR query, whether the pruning applied or fell back."""
+    _, store = _common_word_vault(make_vault)
+    conn = store.conn
+    terms = analyze_query(query)
+    for limit in (5, 20, 100):
+        full = lexical._run(conn, "fts_words", lexical._BM25_WORDS, match_expression(terms.words, "OR"),
+                            lexical.NO_FILTERS, limit)
+        got = lexical._run_or(conn, "fts_words", lexical._BM25_WORDS, terms.words, [], lexical.NO_FILTERS, limit)
+        assert got == full, (query, limit)
+        # and through the AND-then-OR ranking, which hands the AND hits' floor on
+        and_hits = lexical._run(conn, "fts_words", lexical._BM25_WORDS, match_expression(terms.words, "AND"),
+                                lexical.NO_FILTERS, limit)
+        floor = and_hits[limit - 1][1] if len(and_hits) >= limit else None
+        assert lexical._run_or(conn, "fts_words", lexical._BM25_WORDS, terms.words, [], lexical.NO_FILTERS,
+                               limit, floor) == full
+
+
+def test_pruned_or_ranking_applies_on_common_words(make_vault) -> None:
+    """The pruning really runs (the check is not vacuous): "note" is in every row, so an OR with a
+    rarer word leaves it out of the row set and still passes the bound check."""
+    _, store = _common_word_vault(make_vault)
+    conn = store.conn
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        got = lexical._run_or(conn, "fts_words", lexical._BM25_WORDS, ["kanban", "note"], [],
+                              lexical.NO_FILTERS, 20)
+    finally:
+        conn.set_trace_callback(None)
+    assert len(got) == 20
+    assert any("+rowid IN" in s for s in statements)
+    # the full OR query (no row restriction) never ran
+    assert not any("MATCH" in s and "ORDER BY score" in s and "+rowid" not in s for s in statements), statements
+
+
+def test_first_term_in_a_long_note_is_where_lower_casing_all_of_it_finds_it() -> None:
+    """``first_term_at`` lower-cases a long ASCII note a block at a time: the position must be the
+    one the whole-note ``lower().find`` gives, for terms across block edges, in any case, absent,
+    empty, or not ASCII (Kelvin sign K lower-cases to an ASCII k; ſ never matches an s)."""
+    import random
+
+    from memory_hub.retrieval.search import SCAN_BLOCK, _first_hit, first_term_at
+
+    rng = random.Random(3)
+    edge = "x" * (SCAN_BLOCK - 3) + "KanBan" + "y" * 50
+    cases = [(edge, ["kanban"]), (edge, ["zzz", "BAN"]), (edge, ["\u212aanban"]), (edge, ["ſy"]), (edge, [""]),
+             (edge, ["日本"]), ("日本語" + edge, ["kanban"]), (edge * 3, ["nothere"])]
+    for _ in range(300):
+        text = "".join(rng.choice("abAB _-") for _ in range(rng.choice([100, SCAN_BLOCK + 7, 3 * SCAN_BLOCK])))
+        cases.append((text, ["".join(rng.choice("abAB") for _ in range(rng.randint(1, 5)))
+                             for _ in range(rng.randint(0, 3))]))
+    for text, terms in cases:
+        assert first_term_at(text, terms) == _first_hit(text, terms), terms
+    assert first_term_at(edge, ["kanban"]) == SCAN_BLOCK - 3

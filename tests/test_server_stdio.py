@@ -275,3 +275,21 @@ def test_stdio_and_fastmcp_answer_alike(vault: Path) -> None:
     fast = asyncio.run(via_fastmcp())
     for i, (name, args) in enumerate(calls):
         assert stdio_by_id[i] == fast[i], f"{name}{args}"
+
+
+def test_stdio_stage_marks_only_when_asked(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MEMORY_HUB_STDIO_STAGES=1 (benchmarks) adds where the server's time went to each tools/call result."""
+    from memory_hub.server.stdio import STAGES_ENV, STAGES_META
+
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "search", "arguments": {"query": "deploy", "k": 2}}}
+    monkeypatch.delenv(STAGES_ENV, raising=False)
+    [plain] = _stdio_session(vault, [call])
+    assert "_meta" not in plain["result"]
+    monkeypatch.setenv(STAGES_ENV, "1")
+    [marked] = _stdio_session(vault, [call])
+    stages = marked["result"]["_meta"][STAGES_META]
+    assert set(stages) == {"queued", "tool", "encode"} and all(v >= 0 for v in stages.values())
+    # the tool's own mark covers the search it ran, whose total the answer reports
+    assert stages["tool"] >= marked["result"]["structuredContent"]["timings_ms"]["total"] > 0
+    assert marked["result"]["structuredContent"]["results"] == plain["result"]["structuredContent"]["results"]

@@ -304,3 +304,26 @@ def test_an_index_of_the_previous_layout_is_migrated_on_the_next_sync(vault, emb
     assert "upgraded the vector index" in report.summary()
     assert legacy_name not in fresh._table_names() and fresh.coverage(store).ok
     assert fresh.search_notes(store, "boil the noodles")[0][2].path == "pasta.md"
+
+
+def test_exact_search_runs_openblas_on_one_thread(monkeypatch) -> None:
+    """``one_blas_thread`` really sets numpy's OpenBLAS to one thread (asked back through its own
+    getter), once per process."""
+    import ctypes
+
+    from memory_hub.index import vectors
+
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+        libs = [line.split()[-1] for line in maps if "/" in line and "openblas" in line.rsplit("/", 1)[-1].lower()]
+    getters = [getattr(ctypes.CDLL(p), n) for p in dict.fromkeys(libs)
+               for n in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads")
+               if hasattr(ctypes.CDLL(p), n)]
+    if not getters:
+        pytest.skip("numpy here is not linked to OpenBLAS")
+    for name in vectors.BLAS_THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(vectors, "_blas_checked", False)
+    vectors.one_blas_thread()
+    assert getters[0]() == 1
+    vectors.one_blas_thread()  # once per process: a second call is a no-op
+    assert vectors._blas_checked

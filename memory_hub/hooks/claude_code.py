@@ -24,12 +24,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from .warm import plan_key, recall_request, save_plan, socket_wait, stamp
+
 DEADLINE_ENV = "MEMORY_HUB_HOOK_DEADLINE"
 DEFAULT_DEADLINE = 3.0  # seconds for UserPromptSubmit, end to end
-SOCKET_TIMEOUT = 1.0
 SAVE_EVENTS = ("PreCompact", "Stop", "SubagentStop", "SessionEnd")
 READ_TOOLS = ("Read", "read_file", "view", "View")
 AFTER_REPLY: list[Callable[[], None]] = []  # work that must happen but need not delay the reply
+# This process's warm-path plan (hooks/warm.py): its key, the settings files' stamps, and what the
+# warm attempt already found (``handover``); set by ``run``.
+PLAN: dict[str, Any] = {}
 
 
 def _deadline() -> float:
@@ -41,10 +45,14 @@ def _deadline() -> float:
 
 def _vault(explicit: str | None) -> tuple[Path | None, str | None]:
     """The vault and its settings exported to this process, or None and why (a broken file, no vault)."""
-    from ..config import ConfigError, resolve_vault, settings
+    from ..config import ConfigError, resolve_vault, settings, user_config_path, vault_config_path
 
     try:
         vault = resolve_vault(explicit)
+        # stamped before they are read: a file saved meanwhile leaves the plan stale, never wrong
+        PLAN["stamps"] = [(str(f), stamp(f)) for f in (user_config_path(), vault_config_path(vault),
+                                                      vault / ".obsidian" / "daily-notes.json",
+                                                      vault / ".obsidian" / "app.json")]
         settings(vault).export_environment()
         return vault, None
     except ConfigError as exc:
@@ -64,31 +72,33 @@ def _report_no_vault(reason: str, agent: str, event: dict[str, Any]) -> None:
 
 def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: float) -> tuple[str, dict[str, Any]]:
     """The block for a prompt, warm if a server answers, else cold; and how it was served."""
+    from ..config import settings
     from ..eval import telemetry
     from ..retrieval.hints import wait_seconds as hint_seconds
-    from ..server.local_socket import UnsafeSocketDir, request
+    from ..server.hook_socket import UnsafeSocketDir, request
     from ..services.llm import configured as llm_configured
 
-    started = time.monotonic()
-    from ..config import settings
-
+    prior = PLAN.get("handover") or {}
+    started = prior.get("started", time.monotonic())  # the warm attempt's time counts against the deadline
     prompt = event.get("prompt") if isinstance(event.get("prompt"), str) else ""
     cwd = event.get("cwd") if isinstance(event.get("cwd"), str) and event["cwd"].startswith("/") else None
     session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
     budget = settings(vault)["hooks.budget"]
     # With an LLM endpoint, recall may wait this long for a same-turn hint (never past our deadline).
     hint_wait = min(hint_seconds(), deadline * 0.4) if llm_configured() else 0.0
-    try:
-        wait = min(SOCKET_TIMEOUT, deadline * 0.4) + hint_wait
-        # reply_by: past it this process has given up and recalls cold, so the server must not
-        # remember its block as shown to the session (the cold block would then leave those out).
-        reply = request(vault, {"op": "recall", "prompt": prompt, "session_id": session_id, "budget": budget,
-                                "hint_wait_ms": int(hint_wait * 1000), "cwd": cwd, "reply_by": time.time() + wait},
-                        timeout=wait)
-    except UnsafeSocketDir as exc:  # another user could be listening: never ask it, say why
-        reply, unsafe = None, f"unsafe-socket: {exc}"
+    if "key" in PLAN:  # the next warm hook process skips the settings (hooks/warm.py)
+        save_plan(PLAN["key"], vault, budget, deadline, hint_wait, PLAN.get("stamps") or [])
+    unsafe = None
+    if "unsafe" in prior:
+        reply, unsafe = None, f"unsafe-socket: {prior['unsafe']}"
+    elif "reply" in prior:
+        reply = prior["reply"]  # the warm path asked already and waited its share of the deadline
     else:
-        unsafe = None
+        wait = socket_wait(deadline, hint_wait)
+        try:
+            reply = request(vault, recall_request(event, budget, hint_wait, wait), timeout=wait)
+        except UnsafeSocketDir as exc:  # another user could be listening: never ask it, say why
+            reply, unsafe = None, f"unsafe-socket: {exc}"
     if reply and reply.get("ok"):
         return str(reply.get("block") or ""), {"served_by": "warm"}
     fallback = unsafe or ("no-server" if reply is None else f"server-error: {reply.get('error')}")
@@ -178,13 +188,20 @@ def handle(event: dict[str, Any], vault: Path, agent: str = "claude-code",
 
 
 def run(agent: str, vault_arg: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None,
-        handler: Callable[..., dict[str, Any] | None] = handle, detach: bool = False) -> int:
+        handler: Callable[..., dict[str, Any] | None] = handle, detach: bool = False,
+        handover: dict[str, Any] | None = None) -> int:
     """Read one event from stdin, handle it under a hard deadline, print the reply; always 0.
 
     ``detach`` (the real hook process) finishes ``AFTER_REPLY`` in a forked child so the agent,
-    which waits for this process to exit, is not kept waiting; in-process callers finish inline."""
+    which waits for this process to exit, is not kept waiting; in-process callers finish inline.
+    ``handover`` is what a warm attempt (``warm.try_warm``) already found out."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
+    PLAN.clear()
+    if detach:  # a real hook process: the next one may answer from this plan (in-process callers leave none)
+        PLAN["key"] = plan_key(agent, vault_arg)  # before the settings are exported to the environment
+    if handover is not None:
+        PLAN["handover"] = handover
     vault, problem = _vault(vault_arg)  # before the deadline: the vault's settings may set it
     limit = _deadline()
     result: dict[str, Any] = {}

@@ -65,5 +65,6 @@ def handle(event: dict[str, Any], vault: Path, agent: str = "codex", deadline: f
     return out
 
 
-def run(vault_arg: str | None = None, detach: bool = False) -> int:
-    return claude_code.run("codex", vault_arg, handler=handle, detach=detach)
+def run(vault_arg: str | None = None, detach: bool = False, stdin: Any = None, handover: dict[str, Any] | None = None
+        ) -> int:
+    return claude_code.run("codex", vault_arg, stdin=stdin, handler=handle, detach=detach, handover=handover)

@@ -123,6 +123,92 @@ def _run(conn: sqlite3.Connection, table: str, bm25: str, expr: str, filters: Fi
     return [(int(r[0]), -float(r[1])) for r in rows]
 
 
+# -- the OR ranking without scoring every note that holds a common word ---------------------------
+#
+# An OR over prose ("combine two notes and keep the links") matches nearly every note through its
+# commonest words, and FTS5 computes bm25() for every matching row: on obsidian-hub that is ~6,500
+# rows for 100 wanted, and the cost grows with the vault (a third of a warm hybrid query at 30k).
+# A word's share of any row's score is below (k1 + 1) × its IDF (bm25's saturation: f (k1+1) /
+# (f + k1 (1 - b + b·len/avg)) < k1 + 1), and FTS5 floors a word in half the rows or more at IDF
+# 1e-6. So with the words sorted by that bound, the commonest few ("notes", "links") can be left
+# out of the row set (max-score pruning): the rows holding one of the others are scored by the
+# full OR (same phrases, so the same bm25 values), and when the limit-th best of them scores above
+# the sum of the left-out words' bounds, no row holding only left-out words can reach the list, and
+# the answer is the full query's, row for row (ties keep FTS5's rowid order in both). When that
+# check fails the full query runs.
+_BM25_K1 = 1.2  # FTS5's bm25 constants (fts5_aux.c)
+PRUNE_MARGIN = 1e-9  # relative slack on the bound check, for the last bits of float rounding
+
+
+def _phrase_rows(conn: sqlite3.Connection, table: str, phrase: str, db: str) -> int:
+    """Rows of ``table`` holding ``phrase`` (an FTS5 phrase, as in the query), cached per index stamp."""
+    sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH ?"
+    return _cached_count(conn, f"\0rows:{table}:{phrase}", sql, (phrase,), db)
+
+
+def _table_rows(conn: sqlite3.Connection, table: str, db: str) -> int | None:
+    """Rows of an FTS5 table (its docsize table's count: bm25's N), cached; None without that table."""
+    try:
+        return _cached_count(conn, f"\0rows:{table}", f"SELECT count(*) FROM {table}_docsize", (), db)
+    except sqlite3.OperationalError:
+        return None
+
+
+def _run_or(conn: sqlite3.Connection, table: str, bm25: str, terms: list[str], prefixes: list[str],
+            filters: Filters, limit: int, floor: float | None = None) -> list[tuple[int, float]]:
+    """``_run`` of the OR of ``terms`` and ``prefixes``: the same rows and scores, with the rows that
+    hold only the commonest words left unscored when that provably cannot change the answer.
+    ``floor``: a score the answer's limit-th row is known to reach (the AND query's limit-th)."""
+    expr = match_expression(terms, "OR", prefixes)
+    phrases = [quote(t) for t in terms] + [quote(p) + "*" for p in prefixes]
+    if len(phrases) < 2 or filters != NO_FILTERS:
+        return _run(conn, table, bm25, expr, filters, limit)
+    db = _generation(conn)
+    total = _table_rows(conn, table, db)
+    if total is None:
+        return _run(conn, table, bm25, expr, filters, limit)
+    bound: dict[str, float] = {}
+    for phrase in phrases:  # a phrase twice in the query counts twice in bm25
+        n = _phrase_rows(conn, table, phrase, db)
+        idf = max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6)
+        bound[phrase] = bound.get(phrase, 0.0) + (_BM25_K1 + 1.0) * idf
+    ordered = sorted(bound, key=lambda p: (bound[p], p))
+    ceilings = [sum(bound[p] for p in ordered[:k]) for k in range(len(ordered))]
+    left_out = 0
+    if floor is not None:  # every row of the AND holds the rest: leave out what is bounded below floor
+        left_out = max((k for k in range(len(ordered)) if _below(ceilings[k], floor)), default=0)
+    else:  # the longest run of commonest phrases whose rarer rest still holds ``limit`` rows
+        for start in range(len(ordered) - 1, 0, -1):  # (from the rarest end, each count stops at limit)
+            if _count_rows(conn, table, " OR ".join(ordered[start:]), limit) >= limit:
+                left_out = start
+                break
+    sql = (f"SELECT rowid AS id, {bm25} AS score FROM {table} WHERE {table} MATCH ? "
+           f"AND +rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?) ORDER BY score LIMIT ?")
+    while left_out > 0:
+        rows = [(int(r[0]), -float(r[1]))
+                for r in conn.execute(sql, (expr, " OR ".join(ordered[left_out:]), limit)).fetchall()]
+        if len(rows) < limit:
+            break
+        floor = rows[limit - 1][1]  # the full answer's limit-th score is at least this
+        if _below(ceilings[left_out], floor):
+            return rows
+        # leave out fewer: the rows scored then include these, so their limit-th best is >= floor,
+        # and leaving out only what is bounded below floor is sure to pass the check
+        left_out = max((k for k in range(left_out) if _below(ceilings[k], floor)), default=0)
+    return _run(conn, table, bm25, expr, filters, limit)
+
+
+def _below(ceiling: float, floor: float) -> bool:
+    """Whether a score bounded by ``ceiling`` is surely below ``floor`` (with slack for rounding)."""
+    return floor > ceiling * (1 + PRUNE_MARGIN) + 1e-12
+
+
+def _count_rows(conn: sqlite3.Connection, table: str, expr: str, cap: int) -> int:
+    """Rows matching ``expr``, counted up to ``cap``."""
+    sql = f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)"
+    return int(conn.execute(sql, (expr, cap)).fetchone()[0])
+
+
 def _and_then_or(conn: sqlite3.Connection, table: str, bm25: str, terms: list[str], prefixes: list[str],
                  filters: Filters, limit: int, want_raw: bool = False
                  ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
@@ -140,7 +226,9 @@ def _and_then_or(conn: sqlite3.Connection, table: str, bm25: str, terms: list[st
         return hits, hits
     if len(hits) >= limit and not want_raw:
         return hits, []
-    raw = _run(conn, table, bm25, match_expression(terms, "OR", prefixes), filters, limit)
+    # the AND hits hold every term, so the OR query scores them the same: its limit-th is no lower
+    floor = hits[limit - 1][1] if len(hits) >= limit else None
+    raw = _run_or(conn, table, bm25, terms, prefixes, filters, limit, floor)
     if len(hits) < limit:
         seen = {i for i, _ in hits}
         floor = min((s for _, s in hits), default=0.0)
@@ -311,6 +399,15 @@ def _containing(conn: sqlite3.Connection, identifiers: Sequence[str], filters: F
     return sorted(tiers, key=lambda i: (tiers[i], results.index(i)))[:limit]
 
 
+def bodies_of(conn: sqlite3.Connection, note_ids: Sequence[int]) -> dict[int, str]:
+    """{note id: body} for the notes that have lexical rows, in one query."""
+    if not note_ids:
+        return {}
+    rows = conn.execute("SELECT rowid, body FROM fts_trigram WHERE rowid IN (SELECT value FROM json_each(?))",
+                        (json.dumps([int(i) for i in note_ids]),))
+    return {int(r[0]): r[1] or "" for r in rows}
+
+
 def body_of(conn: sqlite3.Connection, note_id: int) -> str:
     row = conn.execute("SELECT body FROM fts_trigram WHERE rowid = ?", (note_id,)).fetchone()
     return row[0] if row else ""
@@ -341,8 +438,11 @@ def _generation(conn: sqlite3.Connection) -> str:
     return db
 
 
-def _cached_count(conn: sqlite3.Connection, term: str, sql: str, params: tuple[object, ...]) -> int:
-    db = _generation(conn)
+def _cached_count(conn: sqlite3.Connection, term: str, sql: str, params: tuple[object, ...],
+                  db: str | None = None) -> int:
+    """``sql``'s count, cached under ``term`` per index stamp; ``db``: ``_generation(conn)``, when
+    the caller has just asked for it (several counts in a row need only one look at the stamp)."""
+    db = _generation(conn) if db is None else db
     key = (db, term)
     if key not in _df_cache:
         if len(_df_cache) > 50_000:

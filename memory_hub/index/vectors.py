@@ -120,6 +120,45 @@ def import_lancedb() -> Any:
     return lancedb
 
 
+_blas_checked = False
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # a person's own count
+
+
+def one_blas_thread() -> None:
+    """Let OpenBLAS (numpy's) run the exact search's matrix-vector product on one thread.
+
+    By default it splits the product over every core and its threads then spin while they wait:
+    on obsidian-hub's 14k rows that cost 8.5-9.5 ms of CPU per query where one thread takes
+    2.7-3.5 ms, and a warm hybrid query spent ~54 ms of CPU instead of ~34 (the query embedding and
+    the lexical SQL, which run beside it, lost the core). A process-wide OpenBLAS setting, made once,
+    through its own ``*_set_num_threads`` (found in the loaded library, Linux only); left alone when
+    the person set a thread count. A server sets ``OPENBLAS_NUM_THREADS=1`` before numpy loads
+    (``server/run.one_blas_thread``); this covers every other process that searches (the CLI in
+    process, a cold hook, the benchmarks), where numpy is loaded before the search code runs. The split changes the last bit of a few cosines (199 of
+    5.5M products in a random test), never the ranking of the 4 × 215 natural questions measured."""
+    global _blas_checked
+    if _blas_checked:
+        return
+    _blas_checked = True
+    if any(os.environ.get(v) for v in BLAS_THREAD_VARIABLES) or not os.path.exists("/proc/self/maps"):
+        return
+    import ctypes
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            libs = dict.fromkeys(line.split()[-1] for line in maps
+                                 if "/" in line and "openblas" in line.rsplit("/", 1)[-1].lower())
+        for path in libs:
+            lib = ctypes.CDLL(path)
+            for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                         "openblas_set_num_threads64_", "openblas_set_num_threads"):
+                if hasattr(lib, name):
+                    getattr(lib, name)(1)
+                    break
+    except (OSError, ValueError):  # no such library, or one that does not say: keep its default
+        return
+
+
 def table_name(embedder_key: str, prefix: str = TABLE_PREFIX) -> str:
     """Table for one embedder identity; the key itself is stored in every row."""
     return prefix + hashlib.sha1(embedder_key.encode()).hexdigest()[:12]
@@ -284,6 +323,7 @@ class VectorIndex:
         self.ann_from = int(env) if env.isdigit() else ANN_FROM  # rows from which search uses the ANN index
         self.ann_probes: int | None = None  # partitions per query; None: ANN_PROBE_SHARE of them
         self._shape: tuple[str, int, bool, int] | None = None  # (version, rows, has ANN index, partitions)
+        self._opened: tuple[str, Any] | None = None  # (version, the table as search last opened it)
 
     # -- storage -----------------------------------------------------------------------------------
 
@@ -451,6 +491,17 @@ class VectorIndex:
         self._shape = (version, rows, ann, parts)
         return rows, ann, parts
 
+    def _search_table(self, store: Store) -> Any:
+        """The table, opened once per vector version (a sync bumps it after every committed group):
+        opening it lists the folder's tables and reads its manifest, ~10 ms a query at 30k notes."""
+        version = store.get_meta(f"{META_VERSION}:{self.name}") or ""
+        opened = self._opened
+        if opened is not None and opened[0] == version:
+            return opened[1]
+        table = self._table()
+        self._opened = (version, table)
+        return table
+
     def uses_ann(self, store: Store) -> bool:
         """Whether search goes through the ANN index (the table is large and has one)."""
         return self._table_shape(store)[1]
@@ -607,6 +658,7 @@ class VectorIndex:
         with self._lock:
             if self._matrix is not None and self._matrix.version == version:
                 return self._matrix
+            one_blas_thread()
             table = self._table()
             if table is None:
                 self._matrix = None
@@ -724,7 +776,7 @@ class VectorIndex:
         """``search_notes`` through the ANN index: LanceDB returns the nearest rows inside the scope
         (the filter is part of the vector query), exactly re-scored (refine); notes are then scored
         from those rows by the same rule as the exact path."""
-        table = self._table()
+        table = self._search_table(store)
         if table is None:
             return []
         _rows, _ann, parts = self._table_shape(store)
@@ -744,7 +796,7 @@ class VectorIndex:
         probes = self.ann_probes or max(ANN_MIN_PROBES, int(parts * ANN_PROBE_SHARE + 0.999))
         query = (table.search(np.asarray(qvec, dtype=np.float32).reshape(-1), vector_column_name="vector")
                  .distance_type("cosine").nprobes(min(probes, parts)).refine_factor(ANN_REFINE)
-                 .select(["path", "start", "end", "heading", "level"])
+                 .select(["path", "start", "end", "heading", "level", "_distance"])
                  .limit(max(limit * ANN_ROWS_PER_NOTE * (1 if where is not None or not scoped else 4), 50)))
         if where is not None:
             query = query.where(where, prefilter=True)
@@ -759,10 +811,7 @@ class VectorIndex:
             if path not in best or adjusted[i] > adjusted[best[path]]:
                 best[path] = i
         if ids is None:  # only ranked notes still in the index (the table may lag a sync by a moment)
-            rows = store.conn.execute(
-                "SELECT id, path FROM notes WHERE ranked = 1 AND path IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(best)),))
-            ids = {r[1]: int(r[0]) for r in rows}
+            ids = cache.ranked_ids(store.conn)
         starts, ends = data.column("start").to_pylist(), data.column("end").to_pylist()
         headings = data.column("heading").to_pylist()
         ranked = [(ids[p], float(adjusted[i]), ChunkHit(p, int(starts[i]), int(ends[i]), headings[i],

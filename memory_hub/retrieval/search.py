@@ -15,8 +15,11 @@ warning rather than failing: search must answer even before the first embedding 
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -204,16 +207,44 @@ def _first_hit(text: str, terms: list[str], lower: str | None = None) -> int:
     return min(hits) if hits else -1
 
 
-def snippet(body: str, terms: list[str], width: int = 160, lower: str | None = None) -> str:
+SCAN_BLOCK = 4096  # characters of a note lower-cased at a time when looking for the first query term
+
+
+def first_term_at(text: str, terms: list[str]) -> int:
+    """``_first_hit(text, terms)``: where the first of ``terms`` occurs in ``text`` (ignoring case),
+    or -1, without lower-casing all of a long note when a term occurs early in it.
+
+    For ASCII text (``isascii`` is a flag CPython keeps, so asking is free) lower-casing keeps
+    every position and acts on each character alone, so the text is lower-cased a block at a time
+    (blocks overlap by the longest term) and the first block with a hit answers. A term that is
+    not ASCII once lower-cased cannot occur in ASCII text. Other text takes the plain way (lower
+    case can change its length, and a Greek sigma's lower case depends on its neighbours)."""
+    if not text.isascii() or len(text) <= SCAN_BLOCK:
+        return _first_hit(text, terms)
+    wanted = [w for w in (t.lower() for t in terms if t) if w.isascii()]
+    if not wanted:
+        return -1
+    reach = SCAN_BLOCK + max(len(w) for w in wanted) - 1
+    for pos in range(0, len(text), SCAN_BLOCK):
+        window = text[pos : pos + reach].lower()
+        found = [i for i in (window.find(w) for w in wanted) if 0 <= i < SCAN_BLOCK]
+        if found:
+            return pos + min(found)
+    return -1
+
+
+def snippet(body: str, terms: list[str], width: int = 160, lower: str | None = None,
+            at: int | None = None) -> str:
     """A short window of the body around the first query term found, as plain text.
 
     Only the window is cleaned up, never the whole body: notes can be long, and this runs for
     every hit of every query. The body is NFKC-normalised (as the index is) only when the raw text
     has no match, e.g. full-width letters in the note. ``lower``: ``body.lower()``, when the caller
-    has it already (lower-casing a long note is most of the cost).
+    has it already (lower-casing a long note is most of the cost); ``at``: ``first_term_at(body,
+    terms)``, when the caller has that.
     """
     text = body
-    best = _first_hit(text, terms, lower)
+    best = at if at is not None else _first_hit(text, terms, lower)
     if best < 0 and terms:
         text = normalize(body)
         best = _first_hit(text, terms)
@@ -358,10 +389,17 @@ class Gathered:
 def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: VectorIndex | None,
            calibrated: bool = True) -> Gathered:
     """Run the channels ``plan`` asks for: lexical (with its evidence), exact-identifier matches,
-    vectors (asked without the scope's ubiquitous terms, with their evidence)."""
+    vectors (asked without the scope's ubiquitous terms, with their evidence).
+
+    When both kinds run, the vector channel (query embedding, then the vector search) runs in a
+    worker thread while this one runs the lexical SQL: ONNX Runtime, LanceDB and SQLite all release
+    the GIL, so on two cores the two overlap. Its results are merged afterwards in the order the
+    serial code used, so the answer is the same."""
     t0 = time.perf_counter()
     terms = analyze_query(query)
     g = Gathered(query=query, terms=terms, filters=filters)
+    beside = plan.vectors and plan.lexical and not terms.empty
+    pending = _workers().submit(vector_channel, store, query, terms, filters, vectors) if beside else None
     # a query of stop-words alone says nothing any channel could have evidence for
     g.evidence.unknown = 1.0 if terms.empty else lexical.unknown_share(store.conn, terms)
     g.evidence.terms = query_length(terms)
@@ -374,25 +412,62 @@ def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: Ve
     g.exact = lexical.exact_matches(store.conn, pinned, filters) if pinned else []
     g.timings["lexical"] = (time.perf_counter() - t0) * 1000
     if plan.vectors:
-        t1 = time.perf_counter()
-        index = vectors if vectors is not None else default_vectors(store)
-        if index is None or index.size(store) == 0:
-            g.warnings.append("no vectors for this vault yet (run `memory-hub index`); vector channel skipped")
-        else:
-            # terms in nearly every note in scope only blur the query's vector (lexical.ubiquitous_terms)
-            common = lexical.ubiquitous_terms(store.conn, bare_terms(terms.all_terms), filters)
-            g.vector_query = without_terms(query, common) if common else query
-            g.timings["common_terms"] = (time.perf_counter() - t1) * 1000
-            t1 = time.perf_counter()
-            qvec = index.embedder.embed_queries([g.vector_query])[0]
-            g.timings["embed_query"] = (time.perf_counter() - t1) * 1000
-            t2 = time.perf_counter()
-            ranked = index.search_notes(store, qvec, filters, CANDIDATES)
+        found = pending.result() if pending is not None else vector_channel(store, query, terms, filters, vectors)
+        g.warnings += found.warnings
+        g.timings.update(found.timings)
+        if found.ranked is not None:
+            ranked = found.ranked
+            g.vector_query = found.vector_query
             g.channels["vectors"] = g.raw["vectors"] = [(nid, score) for nid, score, _ in ranked]
             g.best_chunk = {nid: (c.start, c.end, c.heading) for nid, _, c in ranked}
             g.evidence.separation = fusion.separation([score for _, score, _ in ranked])
-            g.timings["vectors"] = (time.perf_counter() - t2) * 1000
     return g
+
+
+@dataclass
+class VectorChannel:
+    """What the vector channel found for one query (``ranked`` is None when it could not run)."""
+
+    ranked: list[tuple[int, float, Any]] | None = None
+    vector_query: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def vector_channel(store: Store, query: str, terms: QueryTerms, filters: Filters,
+                   vectors: VectorIndex | None) -> VectorChannel:
+    """Embed the query (without the scope's ubiquitous terms) and rank notes by their vectors."""
+    out = VectorChannel()
+    t1 = time.perf_counter()
+    index = vectors if vectors is not None else default_vectors(store)
+    if index is None or index.size(store) == 0:
+        out.warnings.append("no vectors for this vault yet (run `memory-hub index`); vector channel skipped")
+        return out
+    # terms in nearly every note in scope only blur the query's vector (lexical.ubiquitous_terms)
+    common = lexical.ubiquitous_terms(store.conn, bare_terms(terms.all_terms), filters)
+    out.vector_query = without_terms(query, common) if common else query
+    out.timings["common_terms"] = (time.perf_counter() - t1) * 1000
+    t1 = time.perf_counter()
+    qvec = index.embedder.embed_queries([out.vector_query])[0]
+    out.timings["embed_query"] = (time.perf_counter() - t1) * 1000
+    t2 = time.perf_counter()
+    out.ranked = index.search_notes(store, qvec, filters, CANDIDATES)
+    out.timings["vectors"] = (time.perf_counter() - t2) * 1000
+    return out
+
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+VECTOR_WORKERS = 4  # searches of one process whose vector channels can run at the same time
+
+
+def _workers() -> ThreadPoolExecutor:
+    """The process's vector-channel threads (made again in a forked child, which has none)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(VECTOR_WORKERS, thread_name_prefix="memory-hub-vectors"))
+        return _pool[1]
 
 
 @dataclass
@@ -493,15 +568,17 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
     t5 = time.perf_counter()
     hits = load_hits(store, ordered[:k], scores)
     exact_set = set(exact)
+    bodies = lexical.bodies_of(store.conn, [hit.note_id for hit in hits])
+    empty_term = any(not t for t in terms.all_terms)  # "" is in every body
     for hit in hits:
         hit.exact = hit.note_id in exact_set
-        body = lexical.body_of(store.conn, hit.note_id)
-        lower = body.lower()
-        if not any(t.lower() in lower for t in terms.all_terms) and hit.note_id in best_chunk:
+        body = bodies.get(hit.note_id, "")
+        at = first_term_at(body, terms.all_terms)
+        if at < 0 and not empty_term and hit.note_id in best_chunk:
             s0, e0, _ = best_chunk[hit.note_id]  # no query word in the note: show the passage that matched
             hit.snippet = snippet(body[s0:e0], [])
         else:
-            hit.snippet = snippet(body, terms.all_terms, lower=lower)
+            hit.snippet = snippet(body, terms.all_terms, at=at)
         if explain:
             for name, ranked_list in channels.items():
                 for pos, (nid, score) in enumerate(ranked_list, start=1):

@@ -27,100 +27,28 @@ New requests go in :data:`OPS` (one function each); anything else answers ``unkn
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import socket
 import socketserver
-import stat
-import struct
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import hook_socket
+from .hook_socket import (  # noqa: F401 - the client side, re-exported: callers import it from here
+    MAX_REQUEST,
+    UnsafeSocketDir,
+    _own_socket,
+    peer_uid,
+    runtime_dir,
+    socket_path,
+)
+
 log = logging.getLogger("memory_hub.server")
-
-MAX_REQUEST = 256 * 1024
-_MAX_UNIX_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
-
-
-class UnsafeSocketDir(RuntimeError):
-    """The hooks socket's folder (or the socket) could be reached by another user; it is not used."""
-
-
-def _check_private(path: Path, what: str) -> None:
-    """Raise UnsafeSocketDir unless ``path`` is a real directory of ours with no group/other access."""
-    st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode):
-        raise UnsafeSocketDir(f"{what} {path} is a symlink; refusing it (remove it, or point "
-                              "$XDG_RUNTIME_DIR at a private folder)")
-    if not stat.S_ISDIR(st.st_mode):
-        raise UnsafeSocketDir(f"{what} {path} is not a directory; refusing it")
-    if st.st_uid != os.getuid():
-        raise UnsafeSocketDir(f"{what} {path} belongs to uid {st.st_uid}, not to you (uid {os.getuid()}); "
-                              "another user may have made it to intercept prompts. Remove it, or set "
-                              "$XDG_RUNTIME_DIR to a private folder")
-    if st.st_mode & 0o077:
-        raise UnsafeSocketDir(f"{what} {path} has mode {stat.S_IMODE(st.st_mode):04o}; other users could "
-                              f"plant a socket there. Run `chmod 700 {path}` (or remove it)")
-
-
-def runtime_dir(create: bool = False) -> Path:
-    """This user's private folder for the hooks socket, checked (and made 0700 when ``create``).
-
-    ``$XDG_RUNTIME_DIR`` (itself checked: it must be ours and 0700) else the temp folder; the
-    server and the hooks must see the same ``$XDG_RUNTIME_DIR`` to find each other.
-    """
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg:
-        base = Path(xdg)
-        if not base.is_absolute():
-            raise UnsafeSocketDir(f"$XDG_RUNTIME_DIR={xdg!r} is not an absolute path")
-        folder = base / "memory-hub"
-    else:
-        base, folder = None, Path(tempfile.gettempdir()) / f"memory-hub-{os.getuid()}"
-    if not create and not os.path.lexists(folder):
-        return folder  # no server made it: nothing there to trust or to connect to
-    if base is not None:
-        _check_private(base, "$XDG_RUNTIME_DIR")
-    if create:
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(folder, 0o700)  # never parents: a missing runtime dir is not ours to invent
-    _check_private(folder, "hooks socket folder")
-    return folder
-
-
-def socket_path(vault: Path, create: bool = False) -> Path:
-    """Where the hooks socket of ``vault`` lives (the same answer in server and hook).
-
-    Raises UnsafeSocketDir when the folder exists and is not private (and, with ``create``, OSError
-    when it cannot be made)."""
-    vault = Path(vault).resolve()
-    digest = hashlib.blake2b(str(vault).encode(), digest_size=8).hexdigest()
-    path = runtime_dir(create) / f"{digest}.sock"
-    if len(str(path).encode()) > _MAX_UNIX_PATH:
-        raise UnsafeSocketDir(f"hooks socket path {path} is too long for a unix socket; "
-                              "set $XDG_RUNTIME_DIR or $TMPDIR to a shorter private folder")
-    return path
-
-
-def peer_uid(sock: socket.socket) -> int | None:
-    """The uid of the process at the other end (Linux ``SO_PEERCRED``); None where unsupported."""
-    if not hasattr(socket, "SO_PEERCRED"):
-        return None
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
-
-
-def _own_socket(path: Path) -> bool:
-    """Whether ``path`` is a socket file of ours (not a symlink, not another user's)."""
-    st = os.lstat(path)
-    return stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid()
-
 
 # -- requests --------------------------------------------------------------------------------------
 
@@ -303,41 +231,4 @@ def start(state: Any) -> Handle:
     return Handle(server, path, thread)
 
 
-def request(vault: Path, payload: dict[str, Any], timeout: float = 1.0) -> dict[str, Any] | None:
-    """Send one request to the server of ``vault``; None when no server answers within ``timeout``.
-
-    Raises UnsafeSocketDir when the socket's folder or the socket is not private to this user,
-    or another user's process answers: the caller falls back and says why."""
-    try:
-        path = socket_path(vault)
-        if not _own_socket(path):
-            raise UnsafeSocketDir(f"{path} is not a socket of yours; not asking it")
-    except OSError:  # no folder or no socket: no server runs for this vault
-        return None
-    deadline = time.monotonic() + timeout
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    try:
-        sock.connect(str(path))
-        uid = peer_uid(sock)
-        if uid is not None and uid != os.getuid():
-            raise UnsafeSocketDir(f"the process answering on {path} runs as uid {uid}, not as you")
-        sock.sendall(json.dumps(payload, ensure_ascii=False).encode("utf-8") + b"\n")
-        chunks = []
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            sock.settimeout(remaining)
-            data = sock.recv(65536)
-            if not data:
-                break
-            chunks.append(data)
-            if data.endswith(b"\n"):
-                break
-        reply = json.loads(b"".join(chunks) or b"null")
-        return reply if isinstance(reply, dict) else None
-    except (OSError, ValueError):
-        return None
-    finally:
-        sock.close()
+request = hook_socket.request  # the client's side (hooks, CLI), importable from here as before

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,6 +38,12 @@ TOOL_LIST = Path(__file__).with_name("tool_list.py")
 PROTOCOLS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 DEFAULT_PROTOCOL = "2025-06-18"
 WORKERS = 4  # tool calls in flight at once (a slow capture must not hold up a search)
+# With this variable set (benchmarks set it), every tools/call result carries where the server's
+# time went, in ``_meta`` (which MCP allows on any result): read -> worker thread, the tool function,
+# encoding its answer. What a client measures beyond these is the pipe, the reply's own encoding
+# and the client.
+STAGES_ENV = "MEMORY_HUB_STDIO_STAGES"
+STAGES_META = "memory-hub/stages_ms"
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 
@@ -146,6 +154,7 @@ class StdioServer:
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="memory-hub-tool")
         self._out: IO[bytes] | None = None
         self._write_lock = threading.Lock()
+        self._stages = bool(os.environ.get(STAGES_ENV))
 
     def serve(self, stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> None:
         stdin = stdin or sys.stdin.buffer
@@ -192,7 +201,7 @@ class StdioServer:
         if "id" not in msg:
             return  # notifications: initialized, cancelled, roots changed — nothing to do
         if method == "tools/call":
-            self._pool.submit(self._call, rid, params)
+            self._pool.submit(self._call, rid, params, time.perf_counter())
             return
         try:
             result = self._answer(method, params)
@@ -222,7 +231,7 @@ class StdioServer:
             return {}
         raise LookupError(method)
 
-    def _call(self, rid: Any, params: dict[str, Any]) -> None:
+    def _call(self, rid: Any, params: dict[str, Any], received: float | None = None) -> None:
         name = params.get("name") if isinstance(params, dict) else None
         tool = self.by_name.get(name) if isinstance(name, str) else None
         if tool is None:
@@ -233,6 +242,7 @@ class StdioServer:
         except ValueError as exc:
             self._write({"jsonrpc": "2.0", "id": rid, "result": _failed(f"invalid arguments for {name}: {exc}")})
             return
+        started = time.perf_counter()
         try:
             check = getattr(self.state, "check_index", None)
             if check is not None:
@@ -244,9 +254,17 @@ class StdioServer:
             log.exception("tool %s failed", name)
             result = _failed(f"internal error in {name}: {type(exc).__name__}: {exc}")
         else:
+            done = time.perf_counter()
             text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
             result = {"content": [{"type": "text", "text": text}], "structuredContent": data, "isError": False}
+            if self._stages and received is not None:
+                result["_meta"] = {STAGES_META: {"queued": _ms(started - received), "tool": _ms(done - started),
+                                                 "encode": _ms(time.perf_counter() - done)}}
         self._write({"jsonrpc": "2.0", "id": rid, "result": result})
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
 
 
 def _failed(message: str) -> dict[str, Any]:

@@ -1,0 +1,162 @@
+"""The warm prompt hook (hooks/warm.py): real hook processes, a real server socket, real settings files.
+
+A warm hook process imports neither the settings nor recall; it answers what the full path would
+(the same block for the same prompt, warm or cold), and goes back to the full path whenever a
+settings file changed, the server is gone, or the event is not a prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memory_hub.server import local_socket
+from memory_hub.server.state import ServerState
+from tests.test_hooks import PROMPT, REPO, recall_of
+
+# Runs the hook as the `memory-hub` command does (memory_hub.entry), then lists what it imported.
+RUN = ("import json, sys\n"
+       "from memory_hub.entry import main\n"
+       "rc = main(sys.argv[1:])\n"
+       "sys.stdout.flush()\n"
+       "print('\\nMODULES ' + json.dumps(sorted(m for m in sys.modules if m.startswith('memory_hub'))), file=sys.stderr)\n"
+       "sys.exit(rc)\n")
+FULL_PATH = ("memory_hub.config", "memory_hub.eval.telemetry", "memory_hub.hooks.claude_code")
+NEVER_WARM = (*FULL_PATH, "memory_hub.retrieval.recall", "memory_hub.retrieval.hints", "memory_hub.vaults")
+
+
+@pytest.fixture
+def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A private runtime folder for this test's socket and plans, for the server and the hooks alike."""
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
+    # a secret among the variables a plan is keyed by: it must never be written into the plan
+    return {**os.environ, "XDG_RUNTIME_DIR": str(folder), "MEMORY_HUB_LLM_KEY": "sk-test-never-written"}
+
+
+def _hook(vault: Path, session_id: str, env: dict[str, str], event: dict | None = None) -> tuple[str, list[str]]:
+    event = event or {"hook_event_name": "UserPromptSubmit", "session_id": session_id, "prompt": PROMPT}
+    proc = subprocess.run([sys.executable, "-c", RUN, "--vault", str(vault), "hook", "claude-code"],
+                          input=json.dumps(event), capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
+    assert proc.returncode == 0, proc.stderr
+    modules = json.loads(proc.stderr.rsplit("MODULES ", 1)[1])
+    block = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"] if proc.stdout.strip() else ""
+    return block, modules
+
+
+def _serve(vault: Path) -> local_socket.Handle:
+    """The hooks socket of a real server state, its recall index loaded (as a running server's is)."""
+    handle = local_socket.start(ServerState.open(vault))
+    warmed = local_socket.request(vault, {"op": "recall", "prompt": PROMPT, "session_id": "warm-up", "budget": 1200},
+                                  timeout=60)
+    assert warmed and warmed["ok"], warmed
+    return handle
+
+
+def _full_path(modules: list[str]) -> bool:
+    return all(m in modules for m in FULL_PATH)
+
+
+def _plans(env: dict[str, str]) -> list[dict]:
+    folder = Path(env["XDG_RUNTIME_DIR"]) / "memory-hub"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("hook-plan-*.json"))]
+
+
+def test_a_warm_hook_imports_no_settings_and_answers_as_the_full_path_and_the_cold_one(
+        template_vault, runtime: dict[str, str]) -> None:
+    vault, _ = template_vault
+    handle = _serve(vault)
+    try:
+        first, modules = _hook(vault, "w-full", runtime)
+        assert _full_path(modules), modules  # no plan yet: the full path answers, and leaves one
+        assert "tls-certificate-rotation.md" in first and recall_of(vault, "w-full")["served_by"] == "warm"
+        [plan] = _plans(runtime)
+        assert plan["vault"] == str(vault.resolve()) and plan["budget"] == 1200 and plan["deadline"] == 3.0
+        assert "sk-test-never-written" not in json.dumps(plan)  # its key's variables are kept as a digest only
+
+        warm, modules = _hook(vault, "w-lean", runtime)
+        assert warm == first  # a new session, the same prompt: the same block
+        assert not any(m in modules for m in NEVER_WARM), modules
+        assert recall_of(vault, "w-lean")["served_by"] == "warm"
+
+        # A settings file changed: the full path reads it (and the plan follows it).
+        settings = vault / ".memory-hub" / "config.toml"
+        settings.parent.mkdir(exist_ok=True)
+        settings.write_text("[hooks]\nbudget = 60\n", encoding="utf-8")
+        smaller, modules = _hook(vault, "w-budget", runtime)
+        assert _full_path(modules) and len(smaller) < len(first)
+        assert [p["budget"] for p in _plans(runtime)] == [60]
+        again, modules = _hook(vault, "w-budget-2", runtime)
+        assert again == smaller and not _full_path(modules)
+
+        # A broken settings file is never served around: the full path refuses it and says so.
+        settings.write_text("[hooks]\nbudget = 10\n", encoding="utf-8")
+        proc = subprocess.run([sys.executable, "-m", "memory_hub.cli", "--vault", str(vault), "hook", "claude-code"],
+                              input=json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": "w-broken",
+                                                "prompt": PROMPT}),
+                              capture_output=True, text=True, timeout=60, cwd=REPO, env=runtime)
+        assert proc.returncode == 0 and proc.stdout == "" and "hooks.budget must be between 50 and 8000" in proc.stderr
+        settings.unlink()
+    finally:
+        handle.close()
+
+    # No server: the plan is there, the socket is not; the cold recall answers the same block.
+    cold, modules = _hook(vault, "w-cold", runtime)
+    assert cold == first and _full_path(modules)
+    line = recall_of(vault, "w-cold")
+    assert line["served_by"] == "cold" and line["fallback"].startswith("no-server")
+
+
+def test_a_silent_server_is_asked_once(template_vault, runtime: dict[str, str]) -> None:
+    """A socket that accepts and never answers: the warm attempt waits its share of the deadline,
+    then the cold recall answers without the full path asking (and waiting for) the socket again."""
+    import socket
+    import threading
+
+    vault, _ = template_vault
+    handle = _serve(vault)
+    try:
+        _hook(vault, "s-plan", runtime)  # leaves the plan
+    finally:
+        handle.close()
+    path = local_socket.socket_path(vault)
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.bind(str(path))
+    silent.listen(8)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(silent.accept()[0])  # read nothing, answer nothing
+            except OSError:
+                return
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        block, modules = _hook(vault, "s-cold", runtime)
+    finally:
+        silent.close()
+        path.unlink(missing_ok=True)
+        for conn in held:
+            conn.close()
+    assert "tls-certificate-rotation.md" in block and _full_path(modules)
+    line = recall_of(vault, "s-cold")
+    assert line["served_by"] == "cold" and line["fallback"].startswith("no-server"), line
+    assert len(held) == 1  # asked once, by the warm attempt
+
+
+def test_events_other_than_prompts_take_the_full_path(template_vault, runtime: dict[str, str]) -> None:
+    vault, _ = template_vault
+    note = vault / "runbooks" / "tls-certificate-rotation.md"
+    event = {"hook_event_name": "PostToolUse", "tool_name": "Read", "tool_input": {"file_path": str(note)},
+             "session_id": "r1"}
+    _, modules = _hook(vault, "r1", runtime, event)
+    assert "memory_hub.hooks.claude_code" in modules and "memory_hub.vault.usage" in modules
