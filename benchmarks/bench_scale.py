@@ -2,6 +2,12 @@
 
     python benchmarks/bench_scale.py DATA_DIR [--vaults /tmp/scale-vaults] [--sizes 1k,10k,30k]
                                      [--vectors-up-to 30k] [--repeats 5] [--rounds 3]
+                                     [--stages cold,vectors,sync,edit,status,server] [--merge]
+
+``--stages`` runs some stages only (without ``cold`` the vault's index is kept as it is, so a long
+size can be measured in parts, or again on new code without its hour-long cold index); ``--merge``
+updates the rows of an existing ``--out`` JSON (same ``notes``) instead of replacing the file. Each
+row records the load average as each stage began (``load``), since the machine is shared.
 
 Vaults come from ``scale_vault.py`` (made under ``--vaults`` when missing; never committed). Every
 figure is a real process or a real MCP client against a real ``memory-hub serve --transport stdio``:
@@ -45,11 +51,25 @@ from benchmarks.common import machine, percentile, print_table, write_result  # 
 from benchmarks.mcp_client import StdioClient, rss_mb, structured  # noqa: E402
 
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
+STAGES = ("cold", "vectors", "sync", "edit", "status", "server")
 SIZES = {"1k": 1_000, "10k": 10_000, "30k": 30_000, "100k": 100_000, "300k": 300_000}
 PLOTTED = [("cold_lexical_s", "cold lexical+graph index (s)"), ("nochange_sync_s", "no-change sync (s)"),
            ("watcher_edit_to_searchable_s", "one edit searchable, watcher (s)"), ("hybrid_graph_p50_ms", "hybrid+graph p50 (ms)"),
            ("lexical_p95_ms", "lexical p95 (ms)"), ("serving_rss_mb", "serving RSS (MB)"),
            ("index_disk_mb", "index on disk (MB)")]
+
+
+def code_version() -> str:
+    """The commit the measured code is (a stage of a merged row may come from another run);
+    ``$BENCH_CODE_VERSION`` names it when the code runs from an exported copy."""
+    if os.environ.get("BENCH_CODE_VERSION"):
+        return os.environ["BENCH_CODE_VERSION"]
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True,
+                             text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def size_of(label: str) -> int:
@@ -160,20 +180,103 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
     xdg = args.vaults / ".xdg"
     with_vectors = standin is not None and n <= size_of(args.vectors_up_to)
     env = env_for(xdg, standin if with_vectors else None)
+    stages = set(args.stages.split(","))
     row: dict[str, Any] = {"notes": n, "vectors": "stand-in embedder" if with_vectors else "none (lexical only)",
-                           "load_before": [round(x, 2) for x in os.getloadavg()]}
+                           "load_before": [round(x, 2) for x in os.getloadavg()], "load": {}, "code": {},
+                           "stages": sorted(stages)}
+
+    def stage(name: str) -> bool:
+        if name in stages:
+            row["load"][name] = [round(x, 2) for x in os.getloadavg()]
+            row["code"][name] = code_version()
+            print(f"   {name} (load {row['load'][name][0]})", file=sys.stderr, flush=True)
+        return name in stages
+
     print(f"== {n} notes", file=sys.stderr, flush=True)
-    shutil.rmtree(vault / ".memory_hub", ignore_errors=True)
-    cold, _ = timed([MEMORY_HUB, "--vault", str(vault), "index", "--no-vectors"], env, "cold_lexical")
-    row["cold_lexical_s"] = round(cold, 2)
-    row["cold_lexical_cpu_s"] = CPU["cold_lexical"]
-    if with_vectors:
+    if stage("cold"):
+        shutil.rmtree(vault / ".memory_hub", ignore_errors=True)
+        cold, _ = timed([MEMORY_HUB, "--vault", str(vault), "index", "--no-vectors"], env, "cold_lexical")
+        row["cold_lexical_s"] = round(cold, 2)
+        row["cold_lexical_cpu_s"] = CPU["cold_lexical"]
+    elif not (vault / ".memory_hub" / "index.sqlite3").exists():
+        raise SystemExit(f"{vault} has no index: run the cold stage first")
+    if with_vectors and stage("vectors"):
         wall, out = timed([MEMORY_HUB, "--vault", str(vault), "--json", "vectors"], env, "vectors")
         report = json.loads(out)
         row["vectors_s"] = round(wall, 2)
         row["vectors_cpu_s"] = CPU["vectors"]
         row["vectors_report"] = {k: report.get(k) for k in ("chunks_embedded", "chunks_per_second", "ann")
                                  if k in report}
+    sync_stages(row, vault, env, args, n, with_vectors, stage)
+    if stage("server"):
+        top = sorted(p.name for p in vault.iterdir() if p.is_dir() and not p.name.startswith("."))[0]
+        server = measure_server(vault, env, queries, args.rounds, top, with_vectors)
+        row.update(server)
+        row["watcher_edit_to_searchable_s"] = (server["watcher_edit_to_searchable"] or {}).get("median")
+        row["hybrid_graph_p50_ms"] = server["hybrid_graph_ms"]["median"]
+        row["hybrid_graph_p95_ms"] = server["hybrid_graph_ms"]["p95"]
+        row["lexical_p95_ms"] = server["lexical_ms"]["p95"]
+        row["lexical_filtered_p95_ms"] = server["lexical_filtered_ms"]["p95"]
+    row.update(disk_parts(vault / ".memory_hub"))
+    import sqlite3
+
+    with sqlite3.connect(vault / ".memory_hub" / "index.sqlite3") as conn:
+        row["chunks"] = None
+        if with_vectors and stages & {"vectors", "server"}:  # a cold-only run has no vectors to count
+            from memory_hub.index.embed.loader import load_embedder
+            from memory_hub.index.store import Store
+            from memory_hub.index.vectors import VectorIndex
+
+            vi = VectorIndex(vault, load_embedder(str(standin)))
+            row["chunks"] = vi.size(Store(vault))
+            row["ann_path"] = vi.uses_ann(Store(vault))
+        row["links"] = conn.execute("SELECT count(*) FROM links").fetchone()[0]
+    row["ann_recall_at_100"] = None  # measured on real e5 vectors, not per size: results/ann.json
+    row["hook_p95_ms"] = None  # not measured here (bench_recall.py measures the hook at today's size)
+    row["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps(row), file=sys.stderr, flush=True)
+    return row
+
+
+def disk_parts(index: Path) -> dict[str, Any]:
+    """The index's size on disk, and what takes it: SQLite tables (``dbstat``), vectors, recall."""
+    out: dict[str, Any] = {"index_disk_mb": disk_mb(index)}
+    parts = {p.name: disk_mb(p) if p.is_dir() else round(p.stat().st_size / 2**20, 1)
+             for p in index.iterdir() if not p.name.endswith(".lock")}
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"file:{index / 'index.sqlite3'}?mode=ro", uri=True) as conn:
+            rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetchall()
+        tables: dict[str, float] = {}
+        for name, size in rows:  # an FTS5 table is five shadow tables: count them as one
+            base = next((t for t in ("fts_trigram", "fts_words") if name.startswith(t)), name)
+            tables[base] = round(tables.get(base, 0) + size / 2**20, 1)
+        parts["sqlite_tables_mb"] = dict(sorted(tables.items(), key=lambda kv: -kv[1])[:6])
+    except sqlite3.Error as exc:  # dbstat is a compile-time option of SQLite
+        parts["sqlite_tables_mb"] = f"unavailable: {exc}"
+    out["index_disk_parts_mb"] = parts
+    return out
+
+
+def sync_stages(row: dict[str, Any], vault: Path, env: dict[str, str], args: argparse.Namespace, n: int,
+                with_vectors: bool, stage: Any) -> None:
+    """No-change sync, one edit through ``sync`` + ``search`` processes, ``status`` and coverage."""
+    if stage("sync"):
+        nochange_sync(row, vault, env, args)
+    if stage("edit"):
+        one_edit(row, vault, env, n)
+    if stage("status"):
+        row["status_s"] = round(timed([MEMORY_HUB, "--vault", str(vault), "--json", "status"], env, "status")[0], 2)
+        row["status_cpu_s"] = CPU["status"]
+        if with_vectors:
+            row["coverage_s"] = round(timed([MEMORY_HUB, "--vault", str(vault), "vectors", "--coverage"], env,
+                                            "coverage")[0], 2)
+            row["coverage_cpu_s"] = CPU["coverage"]
+
+
+def nochange_sync(row: dict[str, Any], vault: Path, env: dict[str, str], args: argparse.Namespace) -> None:
+    timed([MEMORY_HUB, "--vault", str(vault), "sync"], env)  # whatever an earlier stage left, done first
     syncs, cpu = [], []
     for _ in range(args.repeats):
         syncs.append(timed([MEMORY_HUB, "--vault", str(vault), "sync"], env, "sync")[0])
@@ -181,6 +284,9 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
     row["nochange_sync"] = stats(syncs)
     row["nochange_sync_cpu_s"] = stats(cpu)
     row["nochange_sync_s"] = row["nochange_sync"]["median"]
+
+
+def one_edit(row: dict[str, Any], vault: Path, env: dict[str, str], n: int) -> None:
     note = edit_target(vault)
     original = note.read_bytes()
     edits, edit_cpu = [], []
@@ -201,39 +307,6 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
     row["edit_to_searchable"] = stats(edits)
     row["edit_to_searchable_cpu_s"] = stats(edit_cpu)
     row["edit_to_searchable_s"] = row["edit_to_searchable"]["median"]
-    row["status_s"] = round(timed([MEMORY_HUB, "--vault", str(vault), "--json", "status"], env, "status")[0], 2)
-    row["status_cpu_s"] = CPU["status"]
-    if with_vectors:
-        row["coverage_s"] = round(timed([MEMORY_HUB, "--vault", str(vault), "vectors", "--coverage"], env,
-                                        "coverage")[0], 2)
-        row["coverage_cpu_s"] = CPU["coverage"]
-    top = sorted(p.name for p in vault.iterdir() if p.is_dir() and not p.name.startswith("."))[0]
-    server = measure_server(vault, env, queries, args.rounds, top, with_vectors)
-    row.update(server)
-    row["watcher_edit_to_searchable_s"] = (server["watcher_edit_to_searchable"] or {}).get("median")
-    row["hybrid_graph_p50_ms"] = server["hybrid_graph_ms"]["median"]
-    row["hybrid_graph_p95_ms"] = server["hybrid_graph_ms"]["p95"]
-    row["lexical_p95_ms"] = server["lexical_ms"]["p95"]
-    row["lexical_filtered_p95_ms"] = server["lexical_filtered_ms"]["p95"]
-    row["index_disk_mb"] = disk_mb(vault / ".memory_hub")
-    import sqlite3
-
-    with sqlite3.connect(vault / ".memory_hub" / "index.sqlite3") as conn:
-        row["chunks"] = None
-        if with_vectors:
-            from memory_hub.index.embed.loader import load_embedder
-            from memory_hub.index.store import Store
-            from memory_hub.index.vectors import VectorIndex
-
-            vi = VectorIndex(vault, load_embedder(str(standin)))
-            row["chunks"] = vi.size(Store(vault))
-            row["ann_path"] = vi.uses_ann(Store(vault))
-        row["links"] = conn.execute("SELECT count(*) FROM links").fetchone()[0]
-    row["ann_recall_at_100"] = None  # measured on real e5 vectors, not per size: results/ann.json
-    row["hook_p95_ms"] = None  # not measured here (bench_recall.py measures the hook at today's size)
-    row["load_after"] = [round(x, 2) for x in os.getloadavg()]
-    print(json.dumps(row), file=sys.stderr, flush=True)
-    return row
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
@@ -245,8 +318,10 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=110)
     rows = sorted(rows, key=lambda r: r["notes"])
     xs = [r["notes"] for r in rows]
+    with_model = ("hybrid_graph_p50_ms", "serving_rss_mb")  # a lexical-only row measured neither
     for key, label in PLOTTED:
-        pts = [(x, r.get(key)) for x, r in zip(xs, rows, strict=True) if r.get(key)]
+        pts = [(x, r.get(key)) for x, r in zip(xs, rows, strict=True) if r.get(key)
+               and not (key in with_model and str(r.get("vectors", "")).startswith("none"))]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
     ax.set_xscale("log")
@@ -272,7 +347,14 @@ def main() -> int:
     ap.add_argument("--no-vectors", action="store_true")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--stages", default=",".join(STAGES),
+                    help=f"comma-separated, of {','.join(STAGES)} (without cold, the existing index is measured)")
+    ap.add_argument("--merge", action="store_true",
+                    help="update the rows (by notes) of the existing --out JSON instead of replacing it")
     args = ap.parse_args()
+    unknown = set(args.stages.split(",")) - set(STAGES)
+    if unknown:
+        ap.error(f"unknown stages: {', '.join(sorted(unknown))}")
     # Byte-compile the package once: with PYTHONDONTWRITEBYTECODE set (as on the shared machine) every
     # timed process would compile its sources again (~0.3 s of CPU), which no installed copy does.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "memory_hub")], check=False,
@@ -287,9 +369,21 @@ def main() -> int:
                            check=True)
         standin = args.standin
     rows: list[dict[str, Any]] = []
+    previous = REPO / "benchmarks" / "results" / f"{args.out}.json"
+    if args.merge and previous.exists():
+        rows = json.loads(previous.read_text())["sizes"]
     ann = REPO / "benchmarks" / "results" / "ann.json"
     for label in args.sizes.split(","):
-        rows.append(one_size(label, args, queries, standin))
+        new = one_size(label, args, queries, standin)
+        old = next((r for r in rows if r["notes"] == new["notes"]), None)
+        if old is None:
+            rows.append(new)
+        else:  # measured keys replace the old ones; the stages and loads of both runs are kept
+            merged = {key: {**old.get(key, {}), **new.pop(key)} for key in ("load", "code")}
+            stages = sorted(set(old.get("stages", [])) | set(new.pop("stages")))
+            old.update({k: v for k, v in new.items() if v is not None or k not in old})
+            old.update(merged, stages=stages)
+        rows.sort(key=lambda r: r["notes"])
         out = {"sizes": rows, "machine": machine(), "under_load": True,
                "notes": "vectors by the stand-in embedder (cost only); ANN recall/nDCG with real e5: ann.json",
                **({"ann": json.loads(ann.read_text())["results"]} if ann.exists() else {})}

@@ -133,8 +133,16 @@ def _attachment_note(stat: FileStat) -> Note:
     return Note(path=stat.path, title=name, description="", kind=ATTACHMENT)
 
 
+def _paths_changed(store: Store, conn: sqlite3.Connection) -> None:
+    """A note's path or aliases changed: every link needs resolving again, and resolvers kept by
+    any process (``graph.build_resolver``) are stale."""
+    store.set_meta(conn, "links_dirty", "1")
+    store.set_meta(conn, graph.PATHS_STAMP, f"{os.getpid()}:{time.time_ns()}")
+
+
 def _upsert(store: Store, conn: sqlite3.Connection, note: Note, stat: FileStat, digest: str,
-            resolver: graph.Resolver | None, old_path: str | None = None, rows: lexical.Rows | None = None) -> int:
+            resolver: graph.Resolver | Callable[[], graph.Resolver] | None, old_path: str | None = None,
+            rows: lexical.Rows | None = None, reuse_links: bool = False) -> int:
     """Write one note (row, lexical rows, links, problems) inside the caller's transaction."""
     stat = _trusted(stat)
     row = conn.execute("SELECT id, aliases FROM notes WHERE path = ?", (old_path or note.path,)).fetchone()
@@ -163,12 +171,14 @@ def _upsert(store: Store, conn: sqlite3.Connection, note: Note, stat: FileStat, 
         )
         note_id = int(cur.lastrowid)
     lexical.write_note(conn, note_id, note, rows)
-    graph.write_links(conn, note_id, note.path, note.links, resolver)
+    # an edit in place keeps the targets of the links it already had (nothing they point to moved)
+    graph.write_links(conn, note_id, note.path, note.links, resolver, reuse=reuse_links and row is not None
+                      and old_path is None)
     conn.execute("DELETE FROM problems WHERE path IN (?, ?)", (note.path, old_path or note.path))
     for problem in note.problems:
         conn.execute("INSERT INTO problems(path, problem, at) VALUES (?, ?, ?)", (note.path, problem, time.time()))
     if dirty:
-        store.set_meta(conn, "links_dirty", "1")
+        _paths_changed(store, conn)
     return note_id
 
 
@@ -179,7 +189,7 @@ def _delete(store: Store, conn: sqlite3.Connection, path: str) -> None:
         conn.execute("DELETE FROM links WHERE source_id = ?", (int(row[0]),))
         conn.execute("DELETE FROM notes WHERE id = ?", (int(row[0]),))
     conn.execute("DELETE FROM problems WHERE path = ?", (path,))
-    store.set_meta(conn, "links_dirty", "1")
+    _paths_changed(store, conn)
 
 
 def _record_skip(conn: sqlite3.Connection, skip: Skipped, stat: FileStat | None = None) -> None:
@@ -215,6 +225,9 @@ def _skip(store: Store, conn: sqlite3.Connection, report: SyncReport, known: dic
 BATCH_NOTES = 250
 BATCH_SECONDS = 0.5  # readers (the server) see a long sync's progress at least this often
 NOTES_CHANGED = "notes_changed_at"  # meta: when any note row last changed (later stages compare it)
+# meta: "1" from a batch's first write until descriptions are chosen again (a sync stopped between
+# them leaves it, and the next one chooses every note's description, not only its own notes')
+DESCRIPTIONS_PENDING = "descriptions_pending"
 
 
 class _Batch:
@@ -234,6 +247,7 @@ class _Batch:
             self._conn = self._open.__enter__()  # type: ignore[attr-defined]
             self._since = time.monotonic()
             self.store.set_meta(self._conn, NOTES_CHANGED, f"{time.time():.6f}")
+            self.store.set_meta(self._conn, DESCRIPTIONS_PENDING, "1")
         return self._conn
 
     def wrote(self) -> None:
@@ -411,6 +425,14 @@ class SyncInterrupted(KeyboardInterrupt):
         self.report = report
 
 
+def _known_stamps(conn: sqlite3.Connection, columns: str) -> dict[str, tuple[int, int, str, str]]:
+    """{path: (mtime_ns, size, hash, kind)} of every indexed file, in one read: plain tuples (no
+    ``sqlite3.Row`` per note), since a no-change sync of a big vault is mostly this and the walk."""
+    cur = conn.cursor()
+    cur.row_factory = None
+    return {r[0]: r[1:] for r in cur.execute(columns)}
+
+
 def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool | None,
                  only: Iterable[str] | None, renamed: dict[str, str]) -> None:
     conn = store.conn
@@ -425,7 +447,7 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
         known = {r[0]: (int(r[1]), int(r[2]), r[3], r[4]) for r in rows}
         missing = [p for p in known if p not in present]
     else:
-        known = {r[0]: (int(r[1]), int(r[2]), r[3], r[4]) for r in conn.execute(columns)}
+        known = _known_stamps(conn, columns)
         files = list(walk(vault, report.skipped))
         present = {f.path for f in files}
         missing = [p for p in known if p not in present]
@@ -434,7 +456,10 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
     stale = "DELETE FROM problems WHERE path NOT IN (SELECT value FROM json_each(?))"
     with store.transaction() as c:
         if only is None:
-            c.execute(stale, (json.dumps(sorted(present)),))
+            # the few recorded problems are checked against the walk here, not every path in SQL
+            gone = sorted({r[0] for r in c.execute("SELECT path FROM problems")} - present)
+            if gone:
+                c.execute("DELETE FROM problems WHERE path IN (SELECT value FROM json_each(?))", (json.dumps(gone),))
         else:
             c.execute(stale + " AND path IN (SELECT value FROM json_each(?))",
                       (json.dumps(sorted(present)), json.dumps(sorted(wanted))))
@@ -458,7 +483,21 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
     for p in missing:
         missing_by_hash.setdefault(known[p][2], []).append(p)
 
-    resolver = graph.build_resolver(conn) if todo else None
+    # Built on first need: a link the note did not have, or a pending re-resolution of every link.
+    made: list[graph.Resolver] = []
+
+    def resolver() -> graph.Resolver:
+        if not made:
+            made.append(graph.build_resolver(conn))
+        return made[0]
+
+    reuse_links = store.get_meta("links_dirty") != "1" and not reparse
+    # A few notes to write: their leads' counts now, so only their descriptions need choosing again
+    # afterwards (unless an earlier sync stopped before choosing: DESCRIPTIONS_PENDING).
+    few = [st.path for st in todo if st.is_note] + missing
+    chosen_before = store.get_meta(DESCRIPTIONS_PENDING) == "0"
+    leads_before = (describe.lead_counts(conn, few) if len(few) <= describe.FEW_NOTES and not reparse
+                    and chosen_before else None)
     # the known hash lets a worker skip parsing a touched file; a new parser re-reads them all
     notes = [(st, known[st.path][2] if st.path in known and not reparse else None) for st in todo if st.is_note]
     with Progress(len(todo), "indexing", enabled=progress if progress is not None else None) as bar, \
@@ -504,7 +543,8 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
                     renamed_from = missing_by_hash[done.digest].pop(0)
                 if renamed_from is not None:
                     missing.remove(renamed_from)
-            _upsert(store, batch.conn(), note, st, done.digest, resolver, old_path=renamed_from, rows=done.rows)
+            _upsert(store, batch.conn(), note, st, done.digest, resolver, old_path=renamed_from, rows=done.rows,
+                    reuse_links=reuse_links)
             if renamed_from:
                 report.renamed.append((renamed_from, st.path))
             elif old and old[2] == done.digest:
@@ -521,9 +561,14 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
 
     if report.changed or reparse:
         with store.transaction() as c:
-            report.descriptions_changed = describe.refresh(c)
+            some = describe.refresh_some(c, few, leads_before) if leads_before is not None else None
+            report.descriptions_changed = describe.refresh(c) if some is None else some
+            store.set_meta(c, DESCRIPTIONS_PENDING, "0")
             if reparse:
                 store.set_meta(c, "parse_version", PARSE_VERSION)
+    elif chosen_before and store.get_meta(DESCRIPTIONS_PENDING) != "0":
+        with store.transaction() as c:  # only touched files were written: no lead changed
+            store.set_meta(c, DESCRIPTIONS_PENDING, "0")
 
     if store.get_meta("links_dirty") == "1":
         with store.transaction() as c:

@@ -377,6 +377,8 @@ class VectorIndex:
         if table is None:
             return {}
         data = self._read(table, ["path", "note_hash"])
+        if data.num_rows:  # one (path, hash) pair per note, not per row, reaches Python
+            data = data.group_by(["path", "note_hash"]).aggregate([])
         state: dict[str, set[str]] = {}
         for path, digest in zip(data.column("path").to_pylist(), data.column("note_hash").to_pylist(), strict=True):
             state.setdefault(path, set()).add(digest)
@@ -385,8 +387,11 @@ class VectorIndex:
     @staticmethod
     def _expected(store: Store) -> dict[str, tuple[int, str]]:
         """Notes that should have vectors: {path: (note id, note_key)} — the lexically ranked notes."""
-        rows = store.conn.execute("SELECT id, path, hash, title, description FROM notes WHERE ranked = 1").fetchall()
-        return {r["path"]: (int(r["id"]), note_key(r["hash"], r["title"], r["description"])) for r in rows}
+        cur = store.conn.cursor()
+        cur.row_factory = None  # plain tuples: this runs over every note on every vector sync
+        rows = cur.execute("SELECT id, path, hash, title, description FROM notes WHERE ranked = 1").fetchall()
+        return {path: (note_id, note_key(digest, title, description)) for note_id, path, digest, title, description
+                in rows}
 
     def coverage(self, store: Store) -> Coverage:
         """Compare what the SQLite index says each note is with what has vectors."""
