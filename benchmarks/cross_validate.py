@@ -267,6 +267,20 @@ def grid(kind: str) -> list[tuple[str, FusionParams]]:
     return out
 
 
+def evidence_grid() -> list[tuple[str, FusionParams]]:
+    """Around the current default (``plain`` here): how much to trust the lexical channel for a
+    cross-script query (``Evidence.cross_script``), the vector channel for a 1–2 term query
+    (``Evidence.terms``), and the unknown-word share above which a result is low-confidence."""
+    out: list[tuple[str, FusionParams]] = []
+    for xs, (short, factor), unknown in itertools.product((1.0, 0.5, 0.0), ((0, 1.0), (2, 0.5), (2, 0.0), (1, 0.0)),
+                                                          (0.5, 0.45, 0.4)):
+        parts = ([f"cross_script_lexical={xs}"] if xs != 1.0 else []) + (
+            [f"short_vector={factor}@{short}"] if short else []) + ([f"unknown={unknown}"] if unknown != 0.5 else [])
+        out.append((" ".join(parts) or "plain", replace(DEFAULT_PARAMS, cross_script_lexical=xs, short_query_terms=short,
+                                                        short_vector_factor=factor, unknown_low_confidence=unknown)))
+    return out
+
+
 def complexity(name: str) -> int:
     return 0 if name == "plain" else len(name.split())
 
@@ -324,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default="scifact,jsquad-ja,locomo,nq")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--limit", type=int, help="only the first N queries of each set (exploring)")
-    parser.add_argument("--grid", choices=["lean", "small", "full"], default="small")
+    parser.add_argument("--grid", choices=["lean", "small", "full", "evidence"], default="small",
+                        help="evidence: around the default, the cross-script and short-query factors")
     parser.add_argument("--tolerance", type=float, default=0.002,
                         help="settings within this of the best training objective count as tied; the simplest wins")
     parser.add_argument("--refresh", action="store_true", help="search again even if cached")
@@ -346,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.categories:
         cats = by_category(queries, gathered_all, DEFAULT_PARAMS)
         print_table(cats, ["mode", "category", "n", "hit@5", "mrr@10"])
-    settings = grid(args.grid)
+    settings = evidence_grid() if args.grid == "evidence" else grid(args.grid)
     print(f"{len(queries)} queries, {len(settings)} settings", file=sys.stderr)
     scores: dict[str, list[float]] = {}
     for n, (name, params) in enumerate(settings):

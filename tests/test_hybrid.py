@@ -211,6 +211,52 @@ def test_a_channel_without_evidence_does_not_drag_a_strong_one_down(searcher) ->
     assert full.order[0] == 7 and full.weights["words"] == 1.0
 
 
+def test_a_cross_script_query_and_a_one_word_query_lean_on_the_channel_that_can_judge_them() -> None:
+    """Loan-word matches of an English sentence over Japanese notes lose their lexical vote; the
+    vector channel has no vote on a one-term query (``FusionParams.cross_script_lexical``,
+    ``short_vector_factor``); a channel that did not find a thing never leaves nothing ranked."""
+    from memory_hub.retrieval.fusion import Evidence, FusionParams, fuse
+
+    channels = {"words": [(7, 3.0), (8, 2.0), (9, 1.0)], "vectors": [(1, 0.9), (2, 0.88), (7, 0.5)]}
+    raw = {"bm25": channels["words"], "vectors": channels["vectors"]}
+    params = FusionParams(cross_script_lexical=0.0, short_query_terms=1, short_vector_factor=0.0)
+    same_script = fuse(channels, raw, Evidence(coverage=1.0, separation=3.0, terms=5), params)
+    assert same_script.order[0] == 7 and same_script.weights["vectors"] > 0
+    crossed = fuse(channels, raw, Evidence(coverage=1.0, separation=3.0, terms=5, cross_script=True), params)
+    assert crossed.order[:2] == [1, 2] and crossed.weights["words"] == 0.0
+    short = fuse(channels, raw, Evidence(coverage=1.0, separation=3.0, terms=1), params)
+    assert short.order[:3] == [7, 8, 9] and short.weights["vectors"] == 0.0
+    # both channels judged out: fused at their plain weights rather than returning nothing
+    both = fuse(channels, raw, Evidence(coverage=1.0, separation=3.0, terms=1, cross_script=True), params)
+    assert both.weights["words"] == 1.0 and both.weights["vectors"] > 0 and both.order
+    assert Evidence(terms=1, cross_script=True).as_dict(params)["cross_script"] is True
+
+
+def test_cross_script_and_query_length_read_the_query_and_the_vault(make_vault) -> None:
+    from memory_hub.index.terms import analyze_query
+    from memory_hub.retrieval.search import cross_script, query_length
+
+    ja = {f"n{i}.md": f"---\ntitle: ノート{i}\n---\nSyncの設定でフォルダを同期の対象から外すことができます。{i}\n"
+          for i in range(4)}
+    _, store_ja = make_vault(ja)
+    prose = "which folders does Sync skip between devices?"
+    assert cross_script(store_ja, prose, analyze_query(prose))
+    for short in ("Sync", "ob sync-setup", "x-obsidian-custom-domain", '"keep this folder out"', "同期の設定を変えたい"):
+        assert not cross_script(store_ja, short, analyze_query(short)), short
+    store_ja.close()
+    assert query_length(analyze_query("外観")) == 1 and query_length(analyze_query("FSRS")) == 1
+    assert query_length(analyze_query("Vault not found")) == 2
+    assert query_length(analyze_query("特定のフォルダだけ他の端末にコピーされないようにしたい")) > 5
+
+
+def test_an_english_sentence_over_english_notes_is_not_cross_script(searcher) -> None:
+    from memory_hub.index.terms import analyze_query
+    from memory_hub.retrieval.search import cross_script
+
+    query = "promote the standby replica after the primary dies"
+    assert not cross_script(searcher.store, query, analyze_query(query))
+
+
 def test_the_vector_channel_beside_the_lexical_one_gives_the_serial_answer(searcher, monkeypatch) -> None:
     """gather runs the vector channel in a worker thread while the lexical SQL runs; the merged
     result (hits, scores, channel order, evidence, timings' keys) is what running them one after

@@ -30,6 +30,7 @@ from ..index.terms import (
     QueryTerms,
     analyze_query,
     bare_terms,
+    has_cjk,
     is_strong_identifier,
     normalize,
     without_terms,
@@ -147,6 +148,25 @@ def lexical_evidence(store: Store, terms: QueryTerms, ranked: dict[str, list[tup
     if words:
         return lexical.coverage(store.conn, terms, [i for i, _ in words[:COVERAGE_NOTES]])
     return 1.0 if ranked.get("trigram") else 0.0
+
+
+def query_length(terms: QueryTerms) -> int:
+    """How many distinct word-table terms the query has (words, CJK bigrams, single CJK
+    characters): ``外観`` and ``FSRS`` are 1, a Japanese question is a dozen bigrams."""
+    return len(dict.fromkeys(terms.words + terms.prefixes))
+
+
+CROSS_SCRIPT_WORDS = 3  # a query of at least this many space-separated words is prose, not a name or a code
+
+
+def cross_script(store: Store, query: str, terms: QueryTerms) -> bool:
+    """Whether ``query`` is prose without CJK asked of a vault written mostly in CJK
+    (``lexical.cjk_share``): the words it shares with the notes are loan words there. Shorter
+    queries (``x-obsidian-custom-domain``, ``ob sync-setup``, ``2FA``) and quoted ones mean
+    what they say, whatever the script."""
+    if has_cjk(query) or terms.quoted or len(query.split()) < CROSS_SCRIPT_WORDS:
+        return False
+    return lexical.cjk_share(store.conn, lexical.CJK_DOMINANT_SHARE)
 
 
 def pin_exact(order: list[int], exact: list[int]) -> list[int]:
@@ -382,6 +402,8 @@ def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: Ve
     pending = _workers().submit(vector_channel, store, query, terms, filters, vectors) if beside else None
     # a query of stop-words alone says nothing any channel could have evidence for
     g.evidence.unknown = 1.0 if terms.empty else lexical.unknown_share(store.conn, terms)
+    g.evidence.terms = query_length(terms)
+    g.evidence.cross_script = cross_script(store, query, terms)
     if plan.lexical and not terms.empty:
         lexical_channels, g.raw["bm25"] = lexical_rankings(store, terms, filters, want_raw=plan.vectors and calibrated)
         g.channels.update(lexical_channels)
