@@ -104,3 +104,17 @@ def test_set_fields_quotes_values_that_need_it() -> None:
     out = fm.set_fields("---\ntitle: x\n---\n", {"title": "a: b # not comment", "date": "2026-05-01", "n": None})
     data = fm.parse(out).data
     assert data["title"] == "a: b # not comment" and data["date"] == "2026-05-01" and data["n"] is None
+
+
+def test_yaml_is_imported_only_when_a_note_is_parsed() -> None:
+    """A no-change sync, status and every command's start import the vault and index modules but
+    parse no frontmatter, so PyYAML (~30 ms of regex compiling) must wait for the first parse."""
+    import subprocess
+    import sys
+
+    code = ("import sys, memory_hub.index.sync, memory_hub.config, memory_hub.vault.frontmatter as fm\n"
+            "before = 'yaml' in sys.modules\n"
+            "fm.parse('---\\ntitle: x\\n---\\nbody')\n"
+            "print(before, 'yaml' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True"]

@@ -14,11 +14,25 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
 
-# libyaml's safe loader when PyYAML was built with it: the same documents, parsed several times faster
-# (YAML parsing was a sixth of cold-index time on obsidian-hub with the pure-Python loader).
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+def _yaml() -> ModuleType:
+    """PyYAML, imported when a note is first parsed or written: it costs ~30 ms (its loaders compile
+    their regular expressions), which a process that never reads frontmatter (a no-change ``sync``,
+    ``status``, every CLI command's start) should not pay."""
+    import yaml
+
+    return yaml
+
+
+def _loader() -> Any:
+    """libyaml's safe loader when PyYAML was built with it: the same documents, parsed several times
+    faster (YAML parsing was a sixth of cold-index time on obsidian-hub with the pure-Python loader)."""
+    yaml = _yaml()
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _OPEN = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n")
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
@@ -117,8 +131,9 @@ def parse(text: str) -> Frontmatter:
     fm = Frontmatter(raw=raw, body=body, body_line=body_line)
     if raw is None or not raw.strip():
         return fm
+    yaml = _yaml()
     try:
-        loaded = yaml.load(raw, Loader=_LOADER)  # noqa: S506 - a safe loader
+        loaded = yaml.load(raw, Loader=_loader())  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
@@ -143,7 +158,7 @@ _KEY_LINE = re.compile(r"^([A-Za-z0-9_\-]+)[ \t]*:(.*)$")
 
 
 def _yaml_scalar(value: Any) -> str:
-    dumped = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10_000)
+    dumped = _yaml().safe_dump(value, default_flow_style=True, allow_unicode=True, width=10_000)
     dumped = dumped.strip()
     if dumped.endswith("\n..."):
         dumped = dumped[: -len("\n...")]
