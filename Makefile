@@ -80,7 +80,7 @@ lint: $(STAMP)
 # default vault. The rest take ../shared/data or a vault as an argument (README, Benchmarks).
 bench: vault
 	$(BIN)/python benchmarks/bench_embed.py --quick --output benchmarks/results/embed-quick.json
-	$(BIN)/python benchmarks/query_latency.py "$$($(MH) --json status | $(BIN)/python -c 'import json,sys; print(json.load(sys.stdin)["vault"])')"
+	$(BIN)/python benchmarks/query_latency.py --label default-vault "$$($(MH) --json status | $(BIN)/python -c 'import json,sys; print(json.load(sys.stdin)["vault"])')"
 
 # A local OpenAI-compatible chat endpoint for hints/dream/usefulness, for measuring them (never needed
 # by `make test`): node-llama-cpp's prebuilt CPU binary from npm, SmolLM2-135M-Instruct (GGUF, Apache-2.0)
