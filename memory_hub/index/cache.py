@@ -5,8 +5,9 @@ graph, the path → id map of the ranked notes. Reading them from SQLite on ever
 than the ranking itself on obsidian-hub (the notes table's rows are wide, so even an indexed path
 lookup reads each row). Each value here is built once per index file and rebuilt when the index
 says it changed: every sync write batch stamps ``notes_changed_at`` and link re-resolution stamps
-``last_sync`` (``index/sync.py``), each inside the transaction that makes the change, so a reader
-never sees new rows with an old stamp.
+``links_resolved_at`` (``index/sync.py``), each inside the transaction that makes the change, so a
+reader never sees new rows with an old stamp. ``last_sync`` is not part of it: every full sync
+writes it, and a sync that found nothing to do must not throw the copies away.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ T = TypeVar("T")
 
 _STAMP_SQL = ("SELECT (SELECT file FROM pragma_database_list WHERE name = 'main'), "
               "(SELECT group_concat(key || '=' || value, ';') FROM "
-              "(SELECT key, value FROM meta WHERE key IN ('notes_changed_at', 'last_sync') ORDER BY key))")
+              "(SELECT key, value FROM meta WHERE key IN ('notes_changed_at', 'links_resolved_at') ORDER BY key))")
 _values: dict[tuple[str, str], tuple[str, Any]] = {}
 _lock = threading.Lock()
 

@@ -225,6 +225,7 @@ def _skip(store: Store, conn: sqlite3.Connection, report: SyncReport, known: dic
 BATCH_NOTES = 250
 BATCH_SECONDS = 0.5  # readers (the server) see a long sync's progress at least this often
 NOTES_CHANGED = "notes_changed_at"  # meta: when any note row last changed (later stages compare it)
+LINKS_RESOLVED = "links_resolved_at"  # meta: when links were last re-resolved (per-process caches compare it)
 # meta: "1" from a batch's first write until descriptions are chosen again (a sync stopped between
 # them leaves it, and the next one chooses every note's description, not only its own notes')
 DESCRIPTIONS_PENDING = "descriptions_pending"
@@ -574,6 +575,7 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
         with store.transaction() as c:
             report.links_resolved = graph.resolve_all(c)
             store.set_meta(c, "links_dirty", "0")
+            store.set_meta(c, LINKS_RESOLVED, f"{time.time():.6f}")
             store.set_meta(c, "last_sync", str(time.time()))
     elif only is None:
         with store.transaction() as c:
