@@ -279,8 +279,9 @@ def test_stop_words_never_score(tvault) -> None:
 def test_a_quoted_phrase_pins_the_notes_that_hold_it(tvault) -> None:
     _, store = tvault
     result = search(store, 'the "expired intermediate" story again', mode="lexical")
-    assert result.hits[0].exact and "expired intermediate" in (result.hits[0].title + lexical.body_of(
-        store.conn, result.hits[0].note_id)).lower()
+    top = result.hits[0].note_id
+    assert result.hits[0].exact and "expired intermediate" in (
+        result.hits[0].title + lexical.bodies_of(store.conn, [top])[top]).lower()
 
 
 def _common_word_vault(make_vault, notes: int = 400):

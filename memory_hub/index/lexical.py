@@ -408,11 +408,6 @@ def bodies_of(conn: sqlite3.Connection, note_ids: Sequence[int]) -> dict[int, st
     return {int(r[0]): r[1] or "" for r in rows}
 
 
-def body_of(conn: sqlite3.Connection, note_id: int) -> str:
-    row = conn.execute("SELECT body FROM fts_trigram WHERE rowid = ?", (note_id,)).fetchone()
-    return row[0] if row else ""
-
-
 # -- how much of the query a lexical match covers --------------------------------------------------
 
 DF_CAP = 2000  # document frequencies are counted up to this many notes (a common term's IDF is ~0 anyway)

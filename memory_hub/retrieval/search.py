@@ -201,8 +201,8 @@ def load_hits(store: Store, ids: list[int], scores: dict[int, float]) -> list[Hi
     return hits
 
 
-def _first_hit(text: str, terms: list[str], lower: str | None = None) -> int:
-    lower = text.lower() if lower is None else lower
+def _first_hit(text: str, terms: list[str]) -> int:
+    lower = text.lower()
     hits = [pos for pos in (lower.find(t.lower()) for t in terms if t) if pos >= 0]
     return min(hits) if hits else -1
 
@@ -233,18 +233,16 @@ def first_term_at(text: str, terms: list[str]) -> int:
     return -1
 
 
-def snippet(body: str, terms: list[str], width: int = 160, lower: str | None = None,
-            at: int | None = None) -> str:
+def snippet(body: str, terms: list[str], width: int = 160, at: int | None = None) -> str:
     """A short window of the body around the first query term found, as plain text.
 
     Only the window is cleaned up, never the whole body: notes can be long, and this runs for
     every hit of every query. The body is NFKC-normalised (as the index is) only when the raw text
-    has no match, e.g. full-width letters in the note. ``lower``: ``body.lower()``, when the caller
-    has it already (lower-casing a long note is most of the cost); ``at``: ``first_term_at(body,
-    terms)``, when the caller has that.
+    has no match, e.g. full-width letters in the note. ``at``: ``first_term_at(body, terms)``, when
+    the caller has it already (finding the first term in a long note is most of the cost).
     """
     text = body
-    best = at if at is not None else _first_hit(text, terms, lower)
+    best = at if at is not None else _first_hit(text, terms)
     if best < 0 and terms:
         text = normalize(body)
         best = _first_hit(text, terms)

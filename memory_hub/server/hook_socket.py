@@ -45,19 +45,12 @@ def _check_private(path: str, what: str) -> None:
                               f"plant a socket there. Run `chmod 700 {path}` (or remove it)")
 
 
-def runtime_dir(create: bool = False) -> Path:
+def runtime_folder(create: bool = False) -> str:
     """This user's private folder for the hooks socket, checked (and made 0700 when ``create``).
 
     ``$XDG_RUNTIME_DIR`` (itself checked: it must be ours and 0700) else the temp folder; the
     server and the hooks must see the same ``$XDG_RUNTIME_DIR`` to find each other.
     """
-    from pathlib import Path
-
-    return Path(runtime_folder(create))
-
-
-def runtime_folder(create: bool = False) -> str:
-    """``runtime_dir`` as a string (what a hook process uses)."""
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg:
         if not os.path.isabs(xdg):

@@ -44,7 +44,6 @@ from .hook_socket import (  # noqa: F401 - the client side, re-exported: callers
     UnsafeSocketDir,
     _own_socket,
     peer_uid,
-    runtime_dir,
     socket_path,
 )
 
