@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memory_hub.server.run import BLAS_THREADS, one_blas_thread
+from memory_hub.index.blas import THREAD_VARIABLES as BLAS_THREADS
+from memory_hub.index.blas import limit_before_numpy as one_blas_thread
 
 
 def test_one_blas_thread_unless_a_count_is_set() -> None:
@@ -27,9 +28,10 @@ def test_numpy_loaded_after_it_starts_no_blas_threads() -> None:
     """The variables work only before numpy loads: the serving path must not have imported it yet,
     and numpy loaded afterwards runs a product without starting a thread (a person's count is kept)."""
     code = ("import os, sys\n"
-            "from memory_hub.server.run import one_blas_thread\n"
+            "import memory_hub.server.run\n"
+            "from memory_hub.index.blas import limit_before_numpy\n"
             "assert 'numpy' not in sys.modules, 'numpy imported before serve() can limit its threads'\n"
-            "one_blas_thread()\n"
+            "limit_before_numpy()\n"
             "import numpy\n"
             "numpy.ones((2000, 384), dtype=numpy.float32) @ numpy.ones(384, dtype=numpy.float32)\n"
             "print(len(os.listdir('/proc/self/task')))\n")

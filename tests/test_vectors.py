@@ -307,11 +307,11 @@ def test_an_index_of_the_previous_layout_is_migrated_on_the_next_sync(vault, emb
 
 
 def test_exact_search_runs_openblas_on_one_thread(monkeypatch) -> None:
-    """``one_blas_thread`` really sets numpy's OpenBLAS to one thread (asked back through its own
-    getter), once per process."""
+    """``blas.limit_loaded`` (what the exact search calls) really sets numpy's OpenBLAS to one
+    thread (asked back through its own getter), once per process."""
     import ctypes
 
-    from memory_hub.index import vectors
+    from memory_hub.index import blas
 
     with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
         libs = [line.split()[-1] for line in maps if "/" in line and "openblas" in line.rsplit("/", 1)[-1].lower()]
@@ -320,10 +320,14 @@ def test_exact_search_runs_openblas_on_one_thread(monkeypatch) -> None:
                if hasattr(ctypes.CDLL(p), n)]
     if not getters:
         pytest.skip("numpy here is not linked to OpenBLAS")
-    for name in vectors.BLAS_THREAD_VARIABLES:
+    for name in blas.THREAD_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(vectors, "_blas_checked", False)
-    vectors.one_blas_thread()
+    monkeypatch.setattr(blas, "_limited", False)
+    blas.limit_loaded()
     assert getters[0]() == 1
-    vectors.one_blas_thread()  # once per process: a second call is a no-op
-    assert vectors._blas_checked
+
+    def no_second_look(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a second call looked for the library again")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_second_look)
+    blas.limit_loaded()  # once per process: a second call is a no-op

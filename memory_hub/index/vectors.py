@@ -48,7 +48,7 @@ import numpy as np
 
 from ..locks import file_lock
 from ..progress import Progress
-from . import cache
+from . import blas, cache
 from .chunks import Chunk, note_passages
 from .embed import Embedder
 from .lexical import Filters
@@ -118,45 +118,6 @@ def import_lancedb() -> Any:
     import lancedb
 
     return lancedb
-
-
-_blas_checked = False
-BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # a person's own count
-
-
-def one_blas_thread() -> None:
-    """Let OpenBLAS (numpy's) run the exact search's matrix-vector product on one thread.
-
-    By default it splits the product over every core and its threads then spin while they wait:
-    on obsidian-hub's 14k rows that cost 8.5-9.5 ms of CPU per query where one thread takes
-    2.7-3.5 ms, and a warm hybrid query spent ~54 ms of CPU instead of ~34 (the query embedding and
-    the lexical SQL, which run beside it, lost the core). A process-wide OpenBLAS setting, made once,
-    through its own ``*_set_num_threads`` (found in the loaded library, Linux only); left alone when
-    the person set a thread count. A server sets ``OPENBLAS_NUM_THREADS=1`` before numpy loads
-    (``server/run.one_blas_thread``); this covers every other process that searches (the CLI in
-    process, a cold hook, the benchmarks), where numpy is loaded before the search code runs. The split changes the last bit of a few cosines (199 of
-    5.5M products in a random test), never the ranking of the 4 × 215 natural questions measured."""
-    global _blas_checked
-    if _blas_checked:
-        return
-    _blas_checked = True
-    if any(os.environ.get(v) for v in BLAS_THREAD_VARIABLES) or not os.path.exists("/proc/self/maps"):
-        return
-    import ctypes
-
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            libs = dict.fromkeys(line.split()[-1] for line in maps
-                                 if "/" in line and "openblas" in line.rsplit("/", 1)[-1].lower())
-        for path in libs:
-            lib = ctypes.CDLL(path)
-            for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
-                         "openblas_set_num_threads64_", "openblas_set_num_threads"):
-                if hasattr(lib, name):
-                    getattr(lib, name)(1)
-                    break
-    except (OSError, ValueError):  # no such library, or one that does not say: keep its default
-        return
 
 
 def table_name(embedder_key: str, prefix: str = TABLE_PREFIX) -> str:
@@ -663,7 +624,7 @@ class VectorIndex:
         with self._lock:
             if self._matrix is not None and self._matrix.version == version:
                 return self._matrix
-            one_blas_thread()
+            blas.limit_loaded()
             table = self._table()
             if table is None:
                 self._matrix = None

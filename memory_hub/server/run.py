@@ -27,6 +27,7 @@ import threading
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ..index import blas
 from .guard import Guard, GuardError, allowed_hosts_for, is_loopback, require_token, token_from_env
 from .state import ServerState
 from .tokens import TokensError, TokenTable
@@ -41,27 +42,6 @@ DEFAULT_PORT = 8765
 CATCH_UP_DELAY = 1.5  # seconds after start before the first full rescan
 BACKGROUND_DELAY = 0.8  # seconds after start before models load and the hooks socket opens
 HEALTH_EVERY = 2.0  # seconds between checks that the index and the hooks socket still exist
-# BLAS libraries numpy may load, and the variable each reads its thread count from at load time.
-BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def one_blas_thread(environ: Any = None) -> list[str]:
-    """Let numpy's BLAS run in the calling thread only, unless the person set a thread count.
-
-    A search multiplies one query by the note vectors (a matrix-vector product: memory-bound, no
-    faster on two threads). OpenBLAS still hands it to a thread per core, and those threads
-    busy-wait after every call: measured on obsidian-hub (hybrid+graph, 2 cores, under load), a
-    query cost 46-56 ms of CPU with them and 27 ms without, and its wall time fell with it, since
-    the spinning thread took the core the server's other threads (and the agent) needed. Must run
-    before numpy is imported (the variables are read once, when the library loads); the server
-    imports numpy only on its first search. Returns the variables it set."""
-    environ = os.environ if environ is None else environ
-    if any(environ.get(name) for name in BLAS_THREADS):
-        return []
-    environ["OPENBLAS_NUM_THREADS"] = "1"
-    return ["OPENBLAS_NUM_THREADS"]
-
-
 def endpoint_url(transport: str, host: str, port: int) -> str:
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else (f"[{host}]" if ":" in host else host)
     return f"http://{shown}:{port}/" + ("sse" if transport == "sse" else "mcp")
@@ -276,7 +256,7 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; choose {', '.join(TRANSPORTS)}")
     _configure_logging(log_level)
-    one_blas_thread()
+    blas.limit_before_numpy()  # before the first search imports numpy (index/blas.py)
     token = sock = limits = tokens = None
     if transport != "stdio":
         from .http_limits import HttpLimits
