@@ -158,5 +158,13 @@ def test_events_other_than_prompts_take_the_full_path(template_vault, runtime: d
     note = vault / "runbooks" / "tls-certificate-rotation.md"
     event = {"hook_event_name": "PostToolUse", "tool_name": "Read", "tool_input": {"file_path": str(note)},
              "session_id": "r1"}
-    _, modules = _hook(vault, "r1", runtime, event)
+    handle = _serve(vault)
+    try:
+        _, modules = _hook(vault, "r0", runtime)  # a prompt first: the full path leaves a plan
+        assert _full_path(modules) and _plans(runtime)
+        _, modules = _hook(vault, "r0", runtime)
+        assert not _full_path(modules)  # with the plan and the server, a prompt is answered warm
+        _, modules = _hook(vault, "r1", runtime, event)  # the same plan and server, but not a prompt
+    finally:
+        handle.close()
     assert "memory_hub.hooks.claude_code" in modules and "memory_hub.vault.usage" in modules
