@@ -48,11 +48,14 @@ def _vault(explicit: str | None) -> tuple[Path | None, str | None]:
     from ..config import ConfigError, resolve_vault, settings, user_config_path, vault_config_path
 
     try:
+        # stamped before they are read (the user file before it names the vault): a file saved
+        # meanwhile leaves the plan stale, never wrong
+        user = user_config_path()
+        stamps = [(str(user), stamp(user))]
         vault = resolve_vault(explicit)
-        # stamped before they are read: a file saved meanwhile leaves the plan stale, never wrong
-        PLAN["stamps"] = [(str(f), stamp(f)) for f in (user_config_path(), vault_config_path(vault),
-                                                      vault / ".obsidian" / "daily-notes.json",
-                                                      vault / ".obsidian" / "app.json")]
+        PLAN["stamps"] = stamps + [(str(f), stamp(f)) for f in (vault_config_path(vault),
+                                                               vault / ".obsidian" / "daily-notes.json",
+                                                               vault / ".obsidian" / "app.json")]
         settings(vault).export_environment()
         return vault, None
     except ConfigError as exc:

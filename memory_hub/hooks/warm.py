@@ -63,8 +63,8 @@ def plan_key(agent: str, vault_arg: str | None, environ: Any = None) -> str:
     return json.dumps([PLAN_VERSION, agent, vault_arg, cwd, env], ensure_ascii=False)
 
 
-def _plan_path(key: str) -> str:
-    return os.path.join(runtime_folder(), f"hook-plan-{socket_digest(key)}.json")
+def _plan_path(key: str, folder: str | None = None) -> str:
+    return os.path.join(runtime_folder() if folder is None else folder, f"hook-plan-{socket_digest(key)}.json")
 
 
 def _key_digest(key: str) -> str:
@@ -90,11 +90,18 @@ def save_plan(key: str, vault: str | Path, budget: int, deadline: float, hint_wa
     """Keep what the full path worked out for the next warm hook (only where a server made the
     private folder; never raises: the plan only saves time)."""
     try:
-        if not os.path.isdir(runtime_folder()):
+        folder = runtime_folder()
+        if not os.path.isdir(folder):
             return  # no server ever ran here: no warm hook to save time for
-        path = _plan_path(key)
+        path = _plan_path(key, folder)
         body = json.dumps({"key": _key_digest(key), "vault": str(vault), "budget": budget, "deadline": deadline,
                            "hint_wait": hint_wait, "stamps": stamps}, ensure_ascii=False)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                if fh.read() == body:
+                    return  # the plan there already says this (every prompt while the server is down)
+        except OSError:
+            pass
         tmp = f"{path}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
