@@ -264,13 +264,10 @@ def _common_word(conn: sqlite3.Connection, term: str) -> bool:
 
     Such a term gains nothing from trigram matching (the word channel alone fills its candidate
     list) and is the expensive kind: a phrase of common trigrams. Rare and partial terms (``auth``
-    inside ``authentication``), and CJK runs, still go to the trigram table. The check reads at
-    most COMMON_WORD_NOTES row ids from one posting list, and is cached like document frequencies.
+    inside ``authentication``), and CJK runs, still go to the trigram table. The count is the
+    term's cached document frequency, which coverage and the evidence read for the same terms.
     """
-    if has_cjk(term):
-        return False
-    sql = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
-    return _cached_count(conn, f"\0common:{term}", sql, (quote(term), COMMON_WORD_NOTES)) >= COMMON_WORD_NOTES
+    return not has_cjk(term) and document_frequency(conn, term) >= COMMON_WORD_NOTES
 
 
 
