@@ -69,11 +69,7 @@ def _plan_path(key: str, folder: str | None = None) -> str:
 
 def _key_digest(key: str) -> str:
     """What the plan file keeps of its key: a digest, never the variables (MEMORY_HUB_LLM_KEY is one)."""
-    try:
-        from _blake2 import blake2b
-    except ImportError:  # pragma: no cover
-        from hashlib import blake2b
-    return blake2b(key.encode(), digest_size=32).hexdigest()
+    return socket_digest(key, size=32)
 
 
 def stamp(path: str | os.PathLike[str]) -> list[int] | None:

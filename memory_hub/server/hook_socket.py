@@ -115,13 +115,14 @@ def _tempdir() -> str:
     return tempfile.gettempdir()
 
 
-def socket_digest(vault: str) -> str:
-    """The socket's file name part for a (resolved) vault path."""
+def socket_digest(vault: str, size: int = 8) -> str:
+    """The socket's file name part for a (resolved) vault path (and, ``size`` bytes long, any
+    other short digest a hook process needs)."""
     try:
         from _blake2 import blake2b  # the C module hashlib wraps, without loading OpenSSL (~5 ms)
     except ImportError:  # pragma: no cover - an interpreter built without it
         from hashlib import blake2b
-    return blake2b(str(vault).encode(), digest_size=8).hexdigest()
+    return blake2b(str(vault).encode(), digest_size=size).hexdigest()
 
 
 def request(vault: str | os.PathLike[str], payload: dict, timeout: float = 1.0) -> dict | None:
