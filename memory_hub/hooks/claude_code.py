@@ -211,8 +211,11 @@ def run(agent: str, vault_arg: str | None = None, stdin: TextIO | None = None, s
 
     def work() -> None:
         try:
-            raw = stdin.read(4 * 1024 * 1024)
-            event = json.loads(raw) if raw.strip() else {}
+            if handover is not None and "event" in handover:
+                event = handover["event"]  # the warm attempt parsed it already (tool output: up to 4 MB)
+            else:
+                raw = stdin.read(4 * 1024 * 1024)
+                event = json.loads(raw) if raw.strip() else {}
             if not isinstance(event, dict):
                 return
             if vault is None:

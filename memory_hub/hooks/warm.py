@@ -175,6 +175,7 @@ def try_warm(agent: str, vault_arg: str | None, raw: str, stdout: Any = None) ->
         event = json.loads(raw) if raw.strip() else None
     except ValueError:
         return handover
+    handover["event"] = {} if event is None else event  # parsed once: the full path takes it from here
     if not isinstance(event, dict) or event.get("hook_event_name") != "UserPromptSubmit":
         return handover
     plan = load_plan(plan_key(agent, vault_arg))
