@@ -210,7 +210,8 @@ def gathered(corpus: Corpus, refresh: bool = False) -> list[pipeline.Gathered]:
     t0 = time.perf_counter()
     for q in corpus.queries:
         filters = Filters(path_prefix=q.prefix) if q.prefix else Filters()
-        out.append(pipeline.gather(corpus.store, pipeline.check_query(q.text), filters, plan, corpus.vectors))
+        out.append(pipeline.gather(corpus.store, pipeline.check_query(q.text), filters, plan, corpus.vectors,
+                                   feedback=True))
     print(f"  {corpus.name}: gathered {len(out)} queries in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(pickle.dumps(out))
@@ -281,6 +282,24 @@ def evidence_grid() -> list[tuple[str, FusionParams]]:
     return out
 
 
+def recall_grid() -> list[tuple[str, FusionParams]]:
+    """Around the current default (``plain`` here): let each channel's best few notes into the
+    calibrated head (``FusionParams.channel_head``), read the lexical evidence from informative
+    terms only (``FusionParams.informative_coverage``), and weigh the pseudo-relevance feedback
+    channel (``search.feedback_channel``), always or only while no note holds every term
+    (``FusionParams.feedback_below`` 1.0)."""
+    out: list[tuple[str, FusionParams]] = []
+    base = DEFAULT_PARAMS
+    feedback = ((0.0, None), (0.5, None), (0.5, 1.0))
+    for heads, informative, (fb, below) in itertools.product((0, 3), (False, True), feedback):
+        parts = ([f"channel_head={heads}"] if heads else []) + (["informative"] if informative else []) + (
+            [f"feedback={fb}"] if fb else []) + ([f"feedback_below={below}"] if below is not None else [])
+        out.append((" ".join(parts) or "plain", replace(base, channel_head=heads, informative_coverage=informative,
+                                                        weights={**base.weights, "feedback": fb},
+                                                        feedback_below=below)))
+    return out
+
+
 def complexity(name: str) -> int:
     return 0 if name == "plain" else len(name.split())
 
@@ -338,8 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default="scifact,jsquad-ja,locomo,nq")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--limit", type=int, help="only the first N queries of each set (exploring)")
-    parser.add_argument("--grid", choices=["lean", "small", "full", "evidence"], default="small",
-                        help="evidence: around the default, the cross-script and short-query factors")
+    parser.add_argument("--grid", choices=["lean", "small", "full", "evidence", "recall"], default="small",
+                        help="evidence: around the default, the cross-script and short-query factors; "
+                        "recall: channel heads admitted to calibration, informative-term coverage")
     parser.add_argument("--tolerance", type=float, default=0.002,
                         help="settings within this of the best training objective count as tied; the simplest wins")
     parser.add_argument("--refresh", action="store_true", help="search again even if cached")
@@ -361,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.categories:
         cats = by_category(queries, gathered_all, DEFAULT_PARAMS)
         print_table(cats, ["mode", "category", "n", "hit@5", "mrr@10"])
-    settings = evidence_grid() if args.grid == "evidence" else grid(args.grid)
+    settings = {"evidence": evidence_grid, "recall": recall_grid}.get(args.grid, lambda: grid(args.grid))()
     print(f"{len(queries)} queries, {len(settings)} settings", file=sys.stderr)
     scores: dict[str, list[float]] = {}
     for n, (name, params) in enumerate(settings):

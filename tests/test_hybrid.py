@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pytest
@@ -282,3 +283,108 @@ def test_the_vector_channel_beside_the_lexical_one_gives_the_serial_answer(searc
         assert a.evidence == b.evidence and a.vector_query == b.vector_query and a.warnings == b.warnings
         assert list(a.timings_ms) == list(b.timings_ms)
     assert "vectors" in beside[0].timings_ms and "embed_query" in beside[0].timings_ms
+
+
+def test_terms_in_half_the_vault_are_no_lexical_evidence(make_vault) -> None:
+    """Every note's footer holds "add", "note" and "hub": a note covering a query made of those
+    words covers it completely, yet BM25 gives those words no weight, and neither does
+    ``Evidence.informative``; a rare word keeps its evidence."""
+    from memory_hub.index import lexical
+    from memory_hub.index.terms import analyze_query
+
+    footer = "\n\nAdd a note to the hub: edit this note on GitHub.\n"
+    notes = {f"plugin-{i}.md": f"---\ntitle: Plugin {i}\n---\nA plugin that sorts lists number {i}.{footer}"
+             for i in range(6)}
+    notes["sync.md"] = "---\ntitle: Sync\n---\nKeep a vault in sync between a phone and a laptop." + footer
+    _, store = make_vault(notes)
+    ids = [i for (i,) in store.conn.execute("SELECT id FROM notes")]
+    assert lexical.uninformative(store.conn, "hub") and not lexical.uninformative(store.conn, "sync")
+    assert lexical.coverages(store.conn, analyze_query("how can I add a note to this hub?"), ids) == (1.0, 0.0)
+    share, informative = lexical.coverages(store.conn, analyze_query("sync note between devices"), ids)
+    sync_idf, devices_idf = math.log(1 + 6.5 / 1.5), math.log(1 + 7.5 / 0.5)  # in 1 and 0 of the 7 notes
+    assert informative == pytest.approx(sync_idf / (sync_idf + devices_idf)) and share < 1.0
+    assert lexical.coverages(store.conn, analyze_query("sync my phone"), ids) == (1.0, 1.0)
+    store.close()
+
+
+def test_informative_coverage_is_what_the_lexical_ramp_reads_when_asked() -> None:
+    from memory_hub.retrieval.fusion import Evidence, FusionParams
+
+    evidence = Evidence(coverage=1.0, informative=0.0, separation=3.0)
+    assert evidence.factors(FusionParams())["lexical"] == 1.0
+    assert evidence.factors(FusionParams(informative_coverage=True))["lexical"] == 0.0
+    assert evidence.as_dict(FusionParams())["informative"] == 0.0
+    # gathered before the field existed (None): the plain coverage is read
+    assert Evidence(coverage=1.0).factors(FusionParams(informative_coverage=True))["lexical"] == 1.0
+
+
+def test_a_channels_clear_winner_reaches_the_calibrated_head() -> None:
+    """RRF rewards notes found by both channels: the word channel's clear winner (BM25 15 against
+    8 for the next), found by no vector, ends below RRF's top 30 and calibration never sees it.
+    Admitted to the head (``FusionParams.channel_head``) its raw score puts it first; the scores
+    follow the new order."""
+    from memory_hub.retrieval.fusion import Evidence, FusionParams, fuse, order
+
+    both = list(range(1, 41))
+    channels = {"words": [(99, 15.0)] + [(i, 8.0 - i * 0.1) for i in both],
+                "vectors": [(i, 0.9 - i * 0.001) for i in both]}
+    raw = {"bm25": channels["words"], "vectors": channels["vectors"]}
+    evidence = Evidence(coverage=1.0, separation=3.0)
+    plain = fuse(channels, raw, evidence, FusionParams())
+    assert plain.order.index(99) >= 30
+    admitted = fuse(channels, raw, evidence, FusionParams(channel_head=1))
+    assert admitted.order[0] == 99 and order(admitted.scores) == admitted.order
+    assert sorted(admitted.order) == sorted(plain.order)  # the same candidates, only moved
+
+
+def test_feedback_borrows_the_distinctive_words_of_the_vector_channels_best_notes(make_vault) -> None:
+    """A paraphrase shares no word with its answer; the words of the notes the embedder finds
+    nearest do. Words in half the vault ("note") and link targets are not borrowed; the query's
+    own words are not borrowed again; the feedback query ranks the note those words come from."""
+    from memory_hub.index.terms import analyze_query
+    from memory_hub.retrieval.search import feedback_channel, feedback_terms
+
+    notes = {f"filler-{i}.md": f"---\ntitle: Filler {i}\n---\nA note about gardening tools, number {i}.\n"
+             for i in range(6)}
+    body = ("The Backlinks pane lists every note that links to the active note, with unlinked mentions. "
+            "[Read more](https://example.com/docs%20Showcases/backlinks.md \"docs\")\n")
+    notes["backlinks.md"] = "---\ntitle: Backlinks\n---\n" + body
+    _, store = make_vault(notes)
+    nid = store.conn.execute("SELECT id FROM notes WHERE path = 'backlinks.md'").fetchone()[0]
+    text = store.conn.execute("SELECT body FROM fts_trigram WHERE rowid = ?", (nid,)).fetchone()[0]
+    query = analyze_query("see which other notes point to the one I'm reading")
+    borrowed = feedback_terms(store, query, [(nid, 0.9)], {nid: (0, len(text), "")})
+    assert "backlinks" in borrowed and "mentions" in borrowed
+    assert not {"note", "notes", "showcases", "example", "docs", "https"} & set(borrowed)
+    ranked = feedback_channel(store, query, [(nid, 0.9)], {nid: (0, len(text), "")}, Filters())
+    assert ranked[0][0] == nid
+    assert feedback_channel(store, query, [], {}, Filters()) == []  # nothing to borrow from
+    store.close()
+
+
+def test_the_feedback_channel_votes_only_with_a_weight_and_while_lexical_evidence_is_weak() -> None:
+    from memory_hub.retrieval.fusion import Evidence, FusionParams
+
+    on = FusionParams(weights={"words": 1.0, "trigram": 0.2, "vectors": 0.5, "feedback": 0.5}, feedback_below=1.0)
+    assert not Evidence(coverage=0.5, separation=3.0).wants_feedback(FusionParams(weights={"feedback": 0.0}))
+    assert Evidence(coverage=0.5, separation=3.0).wants_feedback(on)
+    assert not Evidence(coverage=1.0, separation=3.0).wants_feedback(on)  # one note holds every word
+    assert Evidence(coverage=1.0, separation=3.0).factors(on)["feedback"] == 0.0
+    assert Evidence(coverage=0.5, separation=3.0).factors(on)["feedback"] == 1.0
+
+
+def test_gather_runs_the_feedback_channel_when_asked_and_rank_fuses_it(searcher) -> None:
+    from dataclasses import replace
+
+    from memory_hub.retrieval import search as pipeline
+    from memory_hub.retrieval.fusion import DEFAULT_PARAMS
+
+    plan = pipeline.stages("hybrid+graph")
+    g = pipeline.gather(searcher.store, "the standby takes over when the main database dies", Filters(), plan,
+                        searcher.vectors, feedback=True)
+    assert g.channels["feedback"] and "feedback" in g.timings
+    params = replace(DEFAULT_PARAMS, weights={**DEFAULT_PARAMS.weights, "feedback": 0.5})
+    ranked = pipeline.rank(searcher.store, g, plan, params)
+    assert ranked.fused.weights["feedback"] > 0
+    assert searcher.store.conn.execute("SELECT path FROM notes WHERE id = ?", (ranked.order[0],)).fetchone()[0] \
+        == "db-failover.md"

@@ -449,6 +449,13 @@ def document_frequency(conn: sqlite3.Connection, term: str) -> int:
     return _cached_count(conn, term, sql, (quote(term), DF_CAP))
 
 
+def document_frequencies(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
+    """``document_frequency`` of each of ``terms``, looking at the index stamp once for all."""
+    sql = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
+    db = _generation(conn)
+    return {t: _cached_count(conn, t, sql, (quote(t), DF_CAP), db) for t in dict.fromkeys(terms)}
+
+
 def ranked_notes(conn: sqlite3.Connection) -> int:
     """Notes in lexical ranking (cached like document frequencies: counting reads the whole table)."""
     return _cached_count(conn, "\0ranked", "SELECT count(*) FROM notes WHERE ranked = 1", ())
@@ -464,25 +471,61 @@ def coverage(conn: sqlite3.Connection, terms: QueryTerms, note_ids: Sequence[int
     per term for the few notes asked about, plus a capped document-frequency count per term
     (cached).
     """
+    return coverages(conn, terms, note_ids)[0]
+
+
+def uninformative(conn: sqlite3.Connection, term: str) -> bool:
+    """Whether ``term`` is in half the ranked notes or more: FTS5's BM25 gives such a term an IDF
+    of 1e-6, so matching it says nothing (on obsidian-hub every note's footer holds "note",
+    "vault", "GitHub" and "hub"). Counted exactly only past the capped document frequency."""
+    return is_uninformative(conn, term, document_frequency(conn, term), ranked_notes(conn))
+
+
+def is_uninformative(conn: sqlite3.Connection, term: str, df: int, total: int) -> bool:
+    """``uninformative`` for a term whose capped document frequency ``df`` in ``total`` ranked
+    notes the caller has already counted (an exact count runs only past the cap)."""
+    if df >= DF_CAP:
+        df = _phrase_rows(conn, "fts_words", quote(term), _generation(conn))
+    return total > 0 and 2 * df >= total
+
+
+def coverages(conn: sqlite3.Connection, terms: QueryTerms, note_ids: Sequence[int]) -> tuple[float, float]:
+    """``coverage``, and the same share counting only the query's informative terms (those not
+    ``uninformative``): 0.0 when every term the notes match is in half the vault."""
     words = list(dict.fromkeys(terms.words))
     if not words or not note_ids:
-        return 0.0
+        return 0.0, 0.0
+    informative = {w for w in words if not uninformative(conn, w)}
     ids = ",".join(str(int(i)) for i in note_ids)
     every = f"SELECT 1 FROM fts_words WHERE fts_words MATCH ? AND rowid IN ({ids}) LIMIT 1"
     if conn.execute(every, (match_expression(words, "AND"),)).fetchone():
-        return 1.0  # one note holds every term: no need to weigh them
+        return 1.0, (1.0 if informative else 0.0)  # one note holds every term: no need to weigh them
     total = max(1, ranked_notes(conn))
     dfs = {w: min(document_frequency(conn, w), total) for w in words}
     idf = {w: math.log(1 + (total - df + 0.5) / (df + 0.5)) for w, df in dfs.items()}
     whole = sum(idf.values())
     if whole <= 0:
-        return 0.0
+        return 0.0, 0.0
+    whole_informative = sum(idf[w] for w in informative)
     got: dict[int, float] = {int(i): 0.0 for i in note_ids}
+    got_informative: dict[int, float] = {int(i): 0.0 for i in note_ids}
     for w in words:
         for (rowid,) in conn.execute(f"SELECT rowid FROM fts_words WHERE fts_words MATCH ? AND rowid IN ({ids})",
                                      (quote(w),)):
             got[int(rowid)] = got.get(int(rowid), 0.0) + idf[w]
-    return max(got.values()) / whole
+            if w in informative:
+                got_informative[int(rowid)] = got_informative.get(int(rowid), 0.0) + idf[w]
+    share = max(got.values()) / whole
+    return share, (max(got_informative.values()) / whole_informative if whole_informative > 0 else 0.0)
+
+
+def search_words_any(conn: sqlite3.Connection, words: Sequence[str], filters: Filters = NO_FILTERS,
+                     limit: int = 100) -> list[tuple[int, float]]:
+    """Word-table BM25 of the OR of ``words`` (already word-table terms): (note id, score) best first."""
+    words = list(dict.fromkeys(w for w in words if w))
+    if not words:
+        return []
+    return _run_or(conn, "fts_words", _BM25_WORDS, words, [], filters, limit)
 
 
 CJK_VAULT_SHARE = 0.05  # a vault with CJK text in at least this share of its notes writes in CJK

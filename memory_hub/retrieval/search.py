@@ -15,6 +15,7 @@ warning rather than failing: search must answer even before the first embedding 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import threading
@@ -139,15 +140,16 @@ def pinned_identifiers(terms: QueryTerms) -> list[str]:
 COVERAGE_NOTES = 3  # the lexical channel's best few notes whose term coverage is its evidence
 
 
-def lexical_evidence(store: Store, terms: QueryTerms, ranked: dict[str, list[tuple[int, float]]]) -> float | None:
-    """The lexical channels' evidence for this query (``fusion.Evidence.coverage``): the share of the
-    query's terms, IDF-weighted, that one of the word channel's best notes holds. Notes matched
-    only by the trigram channel matched every one of its (rare) terms: full evidence. None when
-    nothing matched."""
+def lexical_evidence(store: Store, terms: QueryTerms, ranked: dict[str, list[tuple[int, float]]]
+                     ) -> tuple[float, float]:
+    """The lexical channels' evidence for this query (``fusion.Evidence.coverage`` and
+    ``.informative``): the share of the query's terms, IDF-weighted, that one of the word
+    channel's best notes holds (all terms; only those in fewer than half the notes). Notes matched
+    only by the trigram channel matched every one of its (rare) terms: full evidence."""
     words = ranked.get("words") or []
     if words:
-        return lexical.coverage(store.conn, terms, [i for i, _ in words[:COVERAGE_NOTES]])
-    return 1.0 if ranked.get("trigram") else 0.0
+        return lexical.coverages(store.conn, terms, [i for i, _ in words[:COVERAGE_NOTES]])
+    return (1.0, 1.0) if ranked.get("trigram") else (0.0, 0.0)
 
 
 def query_length(terms: QueryTerms) -> int:
@@ -385,14 +387,17 @@ class Gathered:
 
 
 def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: VectorIndex | None,
-           calibrated: bool = True) -> Gathered:
+           calibrated: bool = True, feedback: bool | None = None) -> Gathered:
     """Run the channels ``plan`` asks for: lexical (with its evidence), exact-identifier matches,
     vectors (asked without the scope's ubiquitous terms, with their evidence).
 
     When both kinds run, the vector channel (query embedding, then the vector search) runs in a
     worker thread while this one runs the lexical SQL: ONNX Runtime, LanceDB and SQLite all release
     the GIL, so on two cores the two overlap. Its results are merged afterwards in the order the
-    serial code used, so the answer is the same."""
+    serial code used, so the answer is the same.
+
+    ``feedback``: run the pseudo-relevance feedback channel (``feedback_channel``); by default
+    only when fusion gives it a weight."""
     t0 = time.perf_counter()
     terms = analyze_query(query)
     g = Gathered(query=query, terms=terms, filters=filters)
@@ -405,7 +410,7 @@ def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: Ve
     if plan.lexical and not terms.empty:
         lexical_channels, g.raw["bm25"] = lexical_rankings(store, terms, filters, want_raw=plan.vectors and calibrated)
         g.channels.update(lexical_channels)
-        g.evidence.coverage = lexical_evidence(store, terms, lexical_channels)
+        g.evidence.coverage, g.evidence.informative = lexical_evidence(store, terms, lexical_channels)
     pinned = pinned_identifiers(terms)
     g.exact = lexical.exact_matches(store.conn, pinned, filters) if pinned else []
     g.timings["lexical"] = (time.perf_counter() - t0) * 1000
@@ -419,7 +424,73 @@ def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: Ve
             g.channels["vectors"] = g.raw["vectors"] = [(nid, score) for nid, score, _ in ranked]
             g.best_chunk = {nid: (c.start, c.end, c.heading) for nid, _, c in ranked}
             g.evidence.separation = fusion.separation([score for _, score, _ in ranked])
+            run_feedback = g.evidence.wants_feedback(DEFAULT_PARAMS) if feedback is None else feedback
+            if run_feedback and plan.lexical and not terms.empty:
+                t3 = time.perf_counter()
+                g.channels["feedback"] = feedback_channel(store, terms, g.channels["vectors"], g.best_chunk, filters)
+                g.timings["feedback"] = (time.perf_counter() - t3) * 1000
     return g
+
+
+FEEDBACK_NOTES = 3  # the vector channel's best notes whose words are fed back
+FEEDBACK_TERMS = 10  # words fed back, the most distinctive first
+FEEDBACK_TEXT = 400  # characters of the best passage read per note (its title and heading always)
+
+
+def feedback_terms(store: Store, terms: QueryTerms, ranked: list[tuple[int, float]],
+                   best_chunk: dict[int, tuple[int, int, str]]) -> list[str]:
+    """Pseudo-relevance feedback (RM3's idea, unweighted): the word-table terms of the vector
+    channel's best notes — title, the heading and start of the passage that matched — that are
+    not in the query, scored by how many of those notes hold them (the best counting most) times
+    their IDF; terms in half the vault or more (``lexical.uninformative``) are dropped.
+
+    A paraphrase ("see which other notes point to the one I'm reading") or a question in the other
+    language shares no word with the answer, but the notes the embedder finds nearest usually do
+    ("backlinks"), and they bring the lexical channel words it can match."""
+    ids = [nid for nid, _ in ranked[:FEEDBACK_NOTES]]
+    if not ids:
+        return []
+    texts = _texts(store, ids)
+    asked = set(terms.words) | set(terms.prefixes)
+    weight: dict[str, float] = {}
+    for pos, nid in enumerate(ids, start=1):
+        title, _desc, body = texts.get(nid, ("", "", ""))
+        start, end, heading = best_chunk.get(nid, (0, 0, ""))
+        passage = _readable(body[start:min(end, start + FEEDBACK_TEXT)]) if end > start else ""
+        for term in set(analyze_query(" ".join((title, heading, passage))).words):
+            if term not in asked:
+                weight[term] = weight.get(term, 0.0) + 1.0 / pos
+    conn = store.conn
+    total = max(1, lexical.ranked_notes(conn))
+    dfs = lexical.document_frequencies(conn, list(weight))
+    scored = sorted(((w * math.log(1 + (total - dfs[t] + 0.5) / (dfs[t] + 0.5)), t)
+                     for t, w in weight.items() if dfs[t] > 0), key=lambda x: (-x[0], x[1]))
+    chosen: list[str] = []
+    for _, term in scored:  # the exact count behind "half the vault" only for the few it may drop
+        if not lexical.is_uninformative(conn, term, dfs[term], total):
+            chosen.append(term)
+            if len(chosen) == FEEDBACK_TERMS:
+                break
+    return chosen
+
+
+_LINK_TARGET = re.compile(r"\]\([^)\n]*\)")
+_UNREAD = re.compile(r"%%.*?(?:%%|$)|<[^>\n]*>|\S*(?:https?://|%[0-9A-Fa-f]{2})\S*", re.S)
+
+
+def _readable(markdown: str) -> str:
+    """What a reader sees of a passage, without the link targets, HTML tags and ``%% comments %%``
+    that plain_text keeps (``20Showcases`` from a URL's ``%20Showcases`` is no word of the note)."""
+    return plain_text(_UNREAD.sub(" ", _LINK_TARGET.sub("] ", markdown)))
+
+
+def feedback_channel(store: Store, terms: QueryTerms, ranked: list[tuple[int, float]],
+                     best_chunk: dict[int, tuple[int, int, str]], filters: Filters) -> list[tuple[int, float]]:
+    """The word table's BM25 for the OR of the query's words and ``feedback_terms``."""
+    extra = feedback_terms(store, terms, ranked, best_chunk)
+    if not extra:
+        return []
+    return lexical.search_words_any(store.conn, [*terms.words, *extra], filters, CANDIDATES)
 
 
 @dataclass
