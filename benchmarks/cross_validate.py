@@ -293,7 +293,8 @@ def recall_grid() -> list[tuple[str, FusionParams]]:
     feedback = ((0.0, None), (0.5, None), (0.5, 1.0))
     for heads, informative, (fb, below) in itertools.product((0, 3), (False, True), feedback):
         parts = ([f"channel_head={heads}"] if heads else []) + (["informative"] if informative else []) + (
-            [f"feedback={fb}"] if fb else []) + ([f"feedback_below={below}"] if below is not None else [])
+            [f"feedback={fb}"] if fb != base.weights.get("feedback", 0.0) else []) + (
+            [f"feedback_below={below}"] if below is not None else [])
         out.append((" ".join(parts) or "plain", replace(base, channel_head=heads, informative_coverage=informative,
                                                         weights={**base.weights, "feedback": fb},
                                                         feedback_below=below)))
