@@ -29,7 +29,13 @@ between (``ramp``). Two shapes of query say which channel cannot judge them, wha
   scaled by ``short_vector_factor`` (identifier and short-term hit@1 0.90 / 0.89 fused, lexical
   alone 0.94 / 0.96).
 
-Both are off by default: cross-validation did not choose them (``FusionParams``).
+Both are off by default: cross-validation did not choose them (``FusionParams``). Neither did it
+choose two more (kept as settings): reading the lexical evidence from informative terms only
+(``Evidence.informative``) and letting each channel's best notes into the calibrated head
+(``admit_channel_heads``); both help the natural questions in sample and cost LoCoMo a little.
+
+The feedback channel (``search.feedback_channel``) is grouped with the vectors: its words come
+from the vector channel's best notes, so it is as trustworthy as they are.
 
 When most of the query (IDF-weighted) is words the vault has never seen, in a script the vault
 writes in (``Evidence.unknown``, ``lexical.unknown_share``), and nothing is pinned, the result is

@@ -2,7 +2,8 @@
 
 Stages: analyse the query → channels (trigram BM25, word/bigram BM25, chunk vectors scored per note
 by its best chunks; the embedder is asked the query without the words a filtered scope has in
-nearly every note, ``lexical.ubiquitous_terms``) → fuse with RRF (k=60) → calibrate the head of
+nearly every note, ``lexical.ubiquitous_terms``; pseudo-relevance feedback: the query's words plus
+the distinctive words of the vector channel's best notes, BM25, ``feedback_channel``) → fuse with RRF (k=60) → calibrate the head of
 that order by the channels' raw scores (``calibrate.py``) → graph expansion (1–2 hop wikilink
 neighbours of the top hits join with a decayed score) → rerank (blended by position) → top k. Notes that contain every
 exact identifier of the query (``ERR_042``, ``partner-api``) are pinned on top after every stage.
