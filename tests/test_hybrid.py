@@ -388,3 +388,20 @@ def test_gather_runs_the_feedback_channel_when_asked_and_rank_fuses_it(searcher)
     assert ranked.fused.weights["feedback"] > 0
     assert searcher.store.conn.execute("SELECT path FROM notes WHERE id = ?", (ranked.order[0],)).fetchone()[0] \
         == "db-failover.md"
+
+
+def test_search_computes_the_feedback_channel_only_when_its_params_give_it_a_vote(searcher) -> None:
+    from dataclasses import replace
+
+    from memory_hub.retrieval.fusion import DEFAULT_PARAMS
+
+    query = "the standby takes over when the main database dies"
+    off = replace(DEFAULT_PARAMS, weights={**DEFAULT_PARAMS.weights, "feedback": 0.0})
+    quiet = search(searcher.store, query, k=3, mode="hybrid", vectors=searcher.vectors, params=off, explain=True)
+    assert "feedback" not in quiet.timings_ms and all("feedback" not in h.channels for h in quiet.hits)
+    on = replace(DEFAULT_PARAMS, weights={**DEFAULT_PARAMS.weights, "feedback": 0.5})
+    voiced = search(searcher.store, query, k=3, mode="hybrid", vectors=searcher.vectors, params=on, explain=True)
+    assert "feedback" in voiced.timings_ms and voiced.evidence["channel_weights"]["feedback"] > 0
+    assert voiced.hits[0].path == "db-failover.md"
+    # lexical mode has no vector hits to borrow from
+    assert "feedback" not in search(searcher.store, query, k=3, mode="lexical", params=on).timings_ms

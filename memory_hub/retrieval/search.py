@@ -388,7 +388,8 @@ class Gathered:
 
 
 def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: VectorIndex | None,
-           calibrated: bool = True, feedback: bool | None = None) -> Gathered:
+           calibrated: bool = True, feedback: bool | None = None,
+           params: FusionParams = DEFAULT_PARAMS) -> Gathered:
     """Run the channels ``plan`` asks for: lexical (with its evidence), exact-identifier matches,
     vectors (asked without the scope's ubiquitous terms, with their evidence).
 
@@ -398,7 +399,7 @@ def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: Ve
     serial code used, so the answer is the same.
 
     ``feedback``: run the pseudo-relevance feedback channel (``feedback_channel``); by default
-    only when fusion gives it a weight."""
+    only when fusion, with ``params``, gives it a vote (``Evidence.wants_feedback``)."""
     t0 = time.perf_counter()
     terms = analyze_query(query)
     g = Gathered(query=query, terms=terms, filters=filters)
@@ -425,7 +426,7 @@ def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: Ve
             g.channels["vectors"] = g.raw["vectors"] = [(nid, score) for nid, score, _ in ranked]
             g.best_chunk = {nid: (c.start, c.end, c.heading) for nid, _, c in ranked}
             g.evidence.separation = fusion.separation([score for _, score, _ in ranked])
-            run_feedback = g.evidence.wants_feedback(DEFAULT_PARAMS) if feedback is None else feedback
+            run_feedback = g.evidence.wants_feedback(params) if feedback is None else feedback
             if run_feedback and plan.lexical and not terms.empty:
                 t3 = time.perf_counter()
                 g.channels["feedback"] = feedback_channel(store, terms, g.channels["vectors"], g.best_chunk, filters)
@@ -585,7 +586,7 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
     query = check_query(query)
     filters = filters or Filters()
     t0 = time.perf_counter()
-    g = gather(store, query, filters, plan, vectors, calibrated)
+    g = gather(store, query, filters, plan, vectors, calibrated, params=params)
     terms, channels, exact, best_chunk = g.terms, g.channels, g.exact, g.best_chunk
     timings = dict(g.timings)
     result = SearchResult(query=query, hits=[], terms=terms, warnings=list(g.warnings), vector_query=g.vector_query)
