@@ -56,9 +56,10 @@ def stamp(conn: sqlite3.Connection) -> tuple[str, str]:
     if seen is not None and "stamp" in seen:
         return seen["stamp"]  # type: ignore[no-any-return]
     db, changed = conn.execute(_STAMP_SQL).fetchone()
+    found = (str(db), str(changed))
     if seen is not None:
-        seen["stamp"] = (str(db), str(changed))
-    return str(db), str(changed)
+        seen["stamp"] = found
+    return found
 
 
 def cached(conn: sqlite3.Connection, name: str, build: Callable[[sqlite3.Connection], T]) -> T:
