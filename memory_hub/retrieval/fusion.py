@@ -127,6 +127,8 @@ class FusionParams:
     cross_script_lexical: float = 1.0
     short_query_terms: int = 0
     short_vector_factor: float = 1.0
+    # The trigram channel votes only for notes the word channel did not rank (``recall_only``).
+    trigram_recall_only: bool = True
 
 
 DEFAULT_PARAMS = FusionParams()
@@ -176,6 +178,21 @@ class Evidence:
         return out
 
 
+def recall_only(channels: Mapping[str, Sequence[tuple[int, float]]], channel: str = "trigram",
+                over: str = "words") -> Mapping[str, Sequence[tuple[int, float]]]:
+    """``channels`` with ``channel`` keeping only the notes ``over`` did not rank.
+
+    The trigram channel matches the query's rarer terms as substrings; a note the word channel
+    ranked already holds those terms as words, so a second vote for it counts the same evidence
+    twice and reorders the word channel's head by trigram BM25 (SciFact lexical: 0.698 fused,
+    0.700 for the word channel alone). Its own job is the notes the word channel cannot find
+    (``auth`` in ``authentication``, part of an identifier): those keep their vote."""
+    if not channels.get(channel) or not channels.get(over):
+        return channels
+    seen = {i for i, _ in channels[over]}
+    return {**channels, channel: [(i, s) for i, s in channels[channel] if i not in seen]}
+
+
 CHANNEL_GROUP = {"words": "lexical", "trigram": "lexical", "bm25": "lexical", "vectors": "vectors"}
 
 
@@ -201,6 +218,8 @@ def fuse(channels: Mapping[str, Sequence[tuple[int, float]]], raw: Mapping[str, 
     fused at their plain weights, so something is still returned.
     """
     factors = evidence.factors(params)
+    if params.trigram_recall_only:
+        channels = recall_only(channels)
     present = [name for name in channels if channels[name]]
     scaled = {name: params.weights.get(name, 1.0) * factors[CHANNEL_GROUP.get(name, "lexical")] for name in present}
     plain = all(w <= 0 for w in scaled.values())
