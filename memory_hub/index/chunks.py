@@ -34,7 +34,8 @@ class Chunk:
 
     ``level``: ``"note"`` for the passage that stands for the whole note (all of it when it fits
     the model's window, else its title, description and opening), ``"chunk"`` for a part of a
-    note too long for one window."""
+    note too long for one window, ``"part"`` for a window of a few sentences of a short note
+    (``sentence_windows``)."""
 
     ordinal: int
     start: int
@@ -191,7 +192,7 @@ def note_passages(title: str, body: str, count_tokens: TokenCounter, max_tokens:
     passage or its best chunk (``vectors.search_notes``). A short note (up to
     ``SENTENCE_NOTE_TOKENS``) also gets windows of a few sentences (``sentence_windows``): a
     question about one sentence of a paragraph matches that sentence's vector better than the
-    paragraph's (JSQuAD dev, vector channel nDCG@10: 0.892 → 0.923; LoCoMo turns R@5 0.476 → 0.492).
+    paragraph's (JSQuAD dev, vector channel nDCG@10: 0.892 → 0.922; LoCoMo turns R@5 0.481 → 0.494).
     """
     lead = description.strip()
     if lead and _repeats_body(lead, body):
