@@ -301,6 +301,13 @@ def recall_grid() -> list[tuple[str, FusionParams]]:
     return out
 
 
+def trigram_grid() -> list[tuple[str, FusionParams]]:
+    """The trigram channel voting for every note it matched (``plain``, the earlier behaviour) or only
+    for notes the word channel did not rank (``fusion.recall_only``)."""
+    return [("plain", replace(DEFAULT_PARAMS, trigram_recall_only=False)),
+            ("trigram_recall_only", replace(DEFAULT_PARAMS, trigram_recall_only=True))]
+
+
 def complexity(name: str) -> int:
     return 0 if name == "plain" else len(name.split())
 
@@ -358,9 +365,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default="scifact,jsquad-ja,locomo,nq")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--limit", type=int, help="only the first N queries of each set (exploring)")
-    parser.add_argument("--grid", choices=["lean", "small", "full", "evidence", "recall"], default="small",
+    parser.add_argument("--grid", choices=["lean", "small", "full", "evidence", "recall", "trigram"], default="small",
                         help="evidence: around the default, the cross-script and short-query factors; "
-                        "recall: channel heads admitted to calibration, informative-term coverage")
+                        "recall: channel heads admitted to calibration, informative-term coverage; "
+                        "trigram: whether the trigram channel votes only for notes the word channel lacks")
+    parser.add_argument("--mode", default="hybrid+graph", choices=["lexical", "vector", "hybrid", "hybrid+graph"],
+                        help="the mode whose ranking the objective scores (default hybrid+graph)")
     parser.add_argument("--tolerance", type=float, default=0.002,
                         help="settings within this of the best training objective count as tied; the simplest wins")
     parser.add_argument("--refresh", action="store_true", help="search again even if cached")
@@ -382,13 +392,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.categories:
         cats = by_category(queries, gathered_all, DEFAULT_PARAMS)
         print_table(cats, ["mode", "category", "n", "hit@5", "mrr@10"])
-    settings = {"evidence": evidence_grid, "recall": recall_grid}.get(args.grid, lambda: grid(args.grid))()
+    settings = {"evidence": evidence_grid, "recall": recall_grid, "trigram": trigram_grid}.get(
+        args.grid, lambda: grid(args.grid))()
     print(f"{len(queries)} queries, {len(settings)} settings", file=sys.stderr)
     scores: dict[str, list[float]] = {}
     for n, (name, params) in enumerate(settings):
         row = []
         for q, (corpus, g) in zip(queries, gathered_all, strict=True):
-            paths, low = ranked_paths(corpus, g, params)
+            paths, low = ranked_paths(corpus, g, params, args.mode)
             row.append(q.judge(paths, low))
         scores[name] = row
         if n % 10 == 0:
@@ -423,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {obj['all']:.4f}  " + "  ".join(f"{s} {obj[s]:.4f}" for s in sets) + f"  {name}")
     plain = objective(scores["plain"], queries, everything)
     print(f"  plain: {plain['all']:.4f}  " + "  ".join(f"{s} {plain[s]:.4f}" for s in sets))
-    result = {"folds": args.folds, "queries": {s: sum(q.set == s for q in queries) for s in sets},
+    result = {"folds": args.folds, "mode": args.mode, "queries": {s: sum(q.set == s for q in queries) for s in sets},
               "held_out": summary, "chosen": chosen, "grid": args.grid, "tolerance": args.tolerance,
               "in_sample": [{"setting": n, **{k2: round(v, 4) for k2, v in o.items()}} for n, o in in_sample],
               "wall_s": round(time.time() - started, 1),

@@ -86,3 +86,17 @@ def test_same_candidates_either_way(searcher) -> None:  # noqa: F811
     b = {h.path for h in search(searcher.store, query, k=50, mode="hybrid", vectors=searcher.vectors,
                                 calibrated=False).hits}
     assert a == b
+
+
+def test_trigram_votes_only_for_notes_the_word_channel_lacks() -> None:
+    channels = {"words": [(1, 9.0), (2, 8.0), (3, 7.0)], "trigram": [(3, 5.0), (9, 4.0)]}
+    kept = fusion.recall_only(channels)
+    assert kept["trigram"] == [(9, 4.0)] and kept["words"] == channels["words"]
+    evidence = fusion.Evidence(coverage=1.0)
+    recall = fusion.fuse(channels, {}, evidence, fusion.DEFAULT_PARAMS, calibrated=False)
+    assert recall.order == [1, 2, 3, 9]  # the word channel's order, the trigram-only note after it
+    from dataclasses import replace
+
+    both = fusion.fuse(channels, {}, evidence, replace(fusion.DEFAULT_PARAMS, trigram_recall_only=False),
+                       calibrated=False)
+    assert both.order[0] == 3  # a second vote for note 3 lifted it over the word channel's first

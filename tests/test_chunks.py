@@ -105,3 +105,29 @@ def test_note_passages_whole_when_it_fits_and_no_description_twice(count_tokens)
     long = note_passages("Log", "\n\n".join(f"Paragraph {n} " + "word " * 60 for n in range(30)), count_tokens, 512)
     assert long[0].level == "note" and long[0].start == 0 and all(c.level == "chunk" for c in long[1:])
     assert len(long) > 5 and long[-1].end > long[1].start
+
+
+def test_sentence_windows_cover_a_short_note_sentence_by_sentence(count_tokens) -> None:
+    from memory_hub.index.chunks import note_passages, sentence_windows
+
+    sentences = [f"Sentence {n} says something about topic {n} in a few more words than needed." for n in range(8)]
+    body = " ".join(sentences) + "\n認証トークンは毎日更新する。鍵は金庫に保管する。\n"
+    windows = sentence_windows("Topics", body, count_tokens, target_tokens=48)
+    assert len(windows) >= 3 and all(w.level == "part" and w.text.startswith("Topics\n\n") for w in windows)
+    # consecutive spans that cover the body, and no window over the target (each sentence is short)
+    assert windows[0].start == 0 and windows[-1].end == len(body.rstrip())
+    assert all(a.end == b.start for a, b in zip(windows, windows[1:], strict=False))
+    assert all(count_tokens(w.text.removeprefix("Topics\n\n")) <= 48 for w in windows)
+    assert "鍵は金庫に保管する。" in windows[-1].text
+    # one window's worth is no window at all: the note passage says it
+    assert sentence_windows("Topics", sentences[0], count_tokens) == []
+    # a short note is its note passage plus windows, ordinals after the note's
+    passages = note_passages("Topics", body, count_tokens, 512)
+    assert [c.level for c in passages] == ["note"] + ["part"] * len(windows)
+    assert [c.ordinal for c in passages] == list(range(len(passages)))
+    # a note past SENTENCE_NOTE_TOKENS that still fits the window stays one passage
+    from memory_hub.index.chunks import SENTENCE_NOTE_TOKENS
+
+    longer = " ".join(sentences * 3)
+    assert SENTENCE_NOTE_TOKENS < count_tokens("Topics\n\n" + longer) < 500
+    assert [c.level for c in note_passages("Topics", longer, count_tokens, 512)] == ["note"]

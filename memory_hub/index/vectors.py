@@ -1,8 +1,8 @@
 """The semantic index: passage vectors in LanceDB under ``<vault>/.memory_hub/lancedb/``.
 
 Each note is embedded as one note-level passage — the whole note when it fits the model's window,
-else its title, description and opening — plus, for a note too long for one window, chunks of it
-(``chunks.note_passages``). A note scores by its note-level vector or its best chunk
+else its title, description and opening — plus, for a note too long for one window, chunks of it,
+and for a short note, windows of a few sentences (``chunks.note_passages``). A note scores by its note-level vector or its best chunk
 (``search_notes``), so a short note is never outvoted by a long one for having many pieces.
 
 One table per embedder identity and layout (``vectors2_<hash of identity key>``) and every row
@@ -60,7 +60,7 @@ TABLE_PREFIX = "vectors2_"
 LEGACY_PREFIXES = ("chunks_",)  # layout 1: chunk vectors only
 # Part of every note's freshness key: bump it when the passages a note is embedded as change, so
 # the next sync re-embeds what changed (ids of unchanged passages still match: their vectors stay).
-PASSAGES_VERSION = "2"
+PASSAGES_VERSION = "3"  # 3: sentence windows of short notes (chunks.sentence_windows)
 GROUP_CHUNKS = 512  # chunks per committed group: what Ctrl-C can lose at most (~10 s of embedding)
 # chunks per embedder call (length-sorted), also the progress step; big enough that the embedder's
 # workers rarely wait for each other at the end of a call
