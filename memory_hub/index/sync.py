@@ -32,7 +32,7 @@ from ..vault.walk import (
     decode_note,
     read_note_bytes,
     safe_path,
-    walk,
+    stat_map,
 )
 from . import describe, graph, lexical, usage
 from .store import Store, reset
@@ -426,63 +426,91 @@ class SyncInterrupted(KeyboardInterrupt):
         self.report = report
 
 
-def _known_stamps(conn: sqlite3.Connection, columns: str) -> dict[str, tuple[int, int, str, str]]:
-    """{path: (mtime_ns, size, hash, kind)} of every indexed file, in one read: plain tuples (no
-    ``sqlite3.Row`` per note), since a no-change sync of a big vault is mostly this and the walk."""
+def _known_stamps(conn: sqlite3.Connection, paths: list[str] | None = None) -> dict[str, tuple[int, int]]:
+    """{path: (mtime_ns, size)} of every indexed file (or of ``paths``), in one read of the covering
+    index ``notes_stamp``: plain tuples, since a no-change sync of a big vault is mostly this and
+    the walk, and its answer is a comparison of two such dicts."""
     cur = conn.cursor()
     cur.row_factory = None
-    return {r[0]: r[1:] for r in cur.execute(columns)}
+    sql = "SELECT path, mtime_ns, size FROM notes INDEXED BY notes_stamp"
+    if paths is None:
+        return {p: (m, s) for p, m, s in cur.execute(sql)}
+    return {p: (m, s) for p, m, s in cur.execute(sql + " WHERE path IN (SELECT value FROM json_each(?))",
+                                                   (json.dumps(paths),))}
+
+
+_HASHES_BY_NAME = 5000  # up to this many paths their hashes are looked up by name; beyond, all are read
+
+
+def _known_hashes(conn: sqlite3.Connection, paths: list[str]) -> dict[str, str]:
+    """{path: content hash} of the indexed files among ``paths`` (what a sync re-reads or lost)."""
+    if not paths:
+        return {}
+    cur = conn.cursor()
+    cur.row_factory = None
+    sql = "SELECT path, hash FROM notes INDEXED BY notes_stamp"
+    if len(paths) > _HASHES_BY_NAME:
+        return dict(cur.execute(sql))
+    return dict(cur.execute(sql + " WHERE path IN (SELECT value FROM json_each(?))", (json.dumps(paths),)))
+
+
+def reparse_pending(store: Store, only: Iterable[str] | None = None) -> bool:
+    """Whether a full sync must re-read every note: the note parser changed since the last one."""
+    return only is None and store.get_meta("parse_version") != PARSE_VERSION
 
 
 def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool | None,
                  only: Iterable[str] | None, renamed: dict[str, str]) -> None:
     conn = store.conn
-    columns = "SELECT path, mtime_ns, size, hash, kind FROM notes"
     if only is not None:
-        wanted = {p.replace("\\", "/") for p in only}
+        wanted = sorted({p.replace("\\", "/") for p in only})
         # Stat just the named files (a walk of a 6,000-note vault costs ~1 s of CPU per watcher
         # event), and read just their rows.
-        files = [st for st in (_stat_named(vault, p) for p in sorted(wanted)) if st is not None]
-        present = {f.path for f in files}
-        rows = conn.execute(columns + " WHERE path IN (SELECT value FROM json_each(?))", (json.dumps(sorted(wanted)),))
-        known = {r[0]: (int(r[1]), int(r[2]), r[3], r[4]) for r in rows}
-        missing = [p for p in known if p not in present]
+        named = (_stat_named(vault, p) for p in wanted)
+        seen = {st.path: (st.mtime_ns, st.size) for st in named if st is not None}
+        known = _known_stamps(conn, wanted)
     else:
-        known = _known_stamps(conn, columns)
-        files = list(walk(vault, report.skipped))
-        present = {f.path for f in files}
-        missing = [p for p in known if p not in present]
+        known = _known_stamps(conn)
+        seen = stat_map(vault, report.skipped)
+    # the usual case, nothing changed, in one C comparison (no set of 100k paths made)
+    same = seen == known and not reparse_pending(store, only)
+    gone = set() if same else known.keys() - seen.keys()
+    missing = [p for p in known if p in gone] if gone else []
 
     # Problems of files that are gone (or that the walk now refuses) are stale.
     stale = "DELETE FROM problems WHERE path NOT IN (SELECT value FROM json_each(?))"
     with store.transaction() as c:
         if only is None:
             # the few recorded problems are checked against the walk here, not every path in SQL
-            gone = sorted({r[0] for r in c.execute("SELECT path FROM problems")} - present)
-            if gone:
-                c.execute("DELETE FROM problems WHERE path IN (SELECT value FROM json_each(?))", (json.dumps(gone),))
+            lost = sorted({r[0] for r in c.execute("SELECT path FROM problems") if r[0] not in seen})
+            if lost:
+                c.execute("DELETE FROM problems WHERE path IN (SELECT value FROM json_each(?))", (json.dumps(lost),))
         else:
             c.execute(stale + " AND path IN (SELECT value FROM json_each(?))",
-                      (json.dumps(sorted(present)), json.dumps(sorted(wanted))))
+                      (json.dumps(sorted(seen)), json.dumps(wanted)))
         for skip in report.skipped:
             print(f"warning: {skip.path}: {skip.reason}", file=sys.stderr)
             _record_skip(c, skip)
 
-    # Decide what to (re)read. A new note parser re-reads every note once (a full sync only).
-    reparse = only is None and store.get_meta("parse_version") != PARSE_VERSION
-    todo: list[FileStat] = []
-    skipped_before = skipped_as_seen(conn)
-    for st in files:
-        old = known.get(st.path) or skipped_before.get(st.path)
-        if old and old[0] == st.mtime_ns and old[1] == st.size and not (reparse and st.is_note):
-            report.unchanged += 1
-        else:
-            todo.append(st)
+    # Decide what to (re)read: the files whose (mtime, size) differs from the index's (or from the
+    # stat a skipped file was seen at), found by comparing the two dicts' items in C. A new note
+    # parser re-reads every note once (a full sync only).
+    reparse = reparse_pending(store, only)
+    skipped_before = {} if same else skipped_as_seen(conn)
+    stamps = {**known, **skipped_before} if skipped_before else known
+    if same or (seen == stamps and not reparse):
+        todo: list[FileStat] = []
+    else:
+        differ = seen.items() - stamps.items()
+        todo = [FileStat(p, *st) for p, st in seen.items()
+                if (reparse and p.lower().endswith(".md")) or (p, st) in differ]
+    report.unchanged += len(seen) - len(todo)
+    hashes = _known_hashes(conn, [st.path for st in todo if st.path in known] + missing)
 
     # Read and hash the candidates; detect renames among missing paths by content hash.
     missing_by_hash: dict[str, list[str]] = {}
     for p in missing:
-        missing_by_hash.setdefault(known[p][2], []).append(p)
+        missing_by_hash.setdefault(hashes[p], []).append(p)
 
     # Built on first need: a link the note did not have, or a pending re-resolution of every link.
     made: list[graph.Resolver] = []
@@ -500,7 +528,7 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
     leads_before = (describe.lead_counts(conn, few) if len(few) <= describe.FEW_NOTES and not reparse
                     and chosen_before else None)
     # the known hash lets a worker skip parsing a touched file; a new parser re-reads them all
-    notes = [(st, known[st.path][2] if st.path in known and not reparse else None) for st in todo if st.is_note]
+    notes = [(st, hashes.get(st.path) if not reparse else None) for st in todo if st.is_note]
     with Progress(len(todo), "indexing", enabled=progress if progress is not None else None) as bar, \
             _Batch(store) as batch:
         for st in todo:
@@ -523,7 +551,7 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
                       st if done.error_in_content else None)
                 batch.wrote()
                 continue
-            old = known.get(st.path)
+            old = hashes.get(st.path)  # the indexed file's hash (None: a new file)
             if done.note is None:  # touched, same content
                 batch.conn().execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?",
                                      (_trusted(st).mtime_ns, st.size, st.path))
@@ -539,7 +567,7 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
                 told = next((a for a, b in renamed.items() if b == st.path and a in missing), None)
                 if told is not None:
                     renamed_from = told
-                    missing_by_hash[known[told][2]].remove(told)
+                    missing_by_hash[hashes[told]].remove(told)
                 elif missing_by_hash.get(done.digest):
                     renamed_from = missing_by_hash[done.digest].pop(0)
                 if renamed_from is not None:
@@ -548,7 +576,7 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
                     reuse_links=reuse_links)
             if renamed_from:
                 report.renamed.append((renamed_from, st.path))
-            elif old and old[2] == done.digest:
+            elif old and old == done.digest:
                 report.reparsed.append(st.path)
             elif old:
                 report.updated.append(st.path)
