@@ -8,6 +8,7 @@ the next run simply completes. Renames are detected by content hash and keep the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -142,8 +143,9 @@ def _paths_changed(store: Store, conn: sqlite3.Connection) -> None:
 
 def _upsert(store: Store, conn: sqlite3.Connection, note: Note, stat: FileStat, digest: str,
             resolver: graph.Resolver | Callable[[], graph.Resolver] | None, old_path: str | None = None,
-            rows: lexical.Rows | None = None, reuse_links: bool = False) -> int:
-    """Write one note (row, lexical rows, links, problems) inside the caller's transaction."""
+            rows: lexical.Rows | None = None, reuse_links: bool = False, staged: bool = False) -> int:
+    """Write one note (row, lexical rows, links, problems) inside the caller's transaction.
+    ``staged``: the lexical rows wait for the descriptions (``lexical.stage_note``)."""
     stat = _trusted(stat)
     row = conn.execute("SELECT id, aliases FROM notes WHERE path = ?", (old_path or note.path,)).fetchone()
     aliases = json.dumps(note.aliases, ensure_ascii=False)
@@ -170,7 +172,7 @@ def _upsert(store: Store, conn: sqlite3.Connection, note: Note, stat: FileStat, 
             values,
         )
         note_id = int(cur.lastrowid)
-    lexical.write_note(conn, note_id, note, rows)
+    (lexical.stage_note if staged else lexical.write_note)(conn, note_id, note, rows)
     # an edit in place keeps the targets of the links it already had (nothing they point to moved)
     graph.write_links(conn, note_id, note.path, note.links, resolver, reuse=reuse_links and row is not None
                       and old_path is None)
@@ -229,6 +231,26 @@ LINKS_RESOLVED = "links_resolved_at"  # meta: when links were last re-resolved (
 # meta: "1" from a batch's first write until descriptions are chosen again (a sync stopped between
 # them leaves it, and the next one chooses every note's description, not only its own notes')
 DESCRIPTIONS_PENDING = "descriptions_pending"
+
+
+FLUSH_ROWS = 5000  # staged lexical rows moved into FTS per transaction (bounds the WAL's growth)
+
+
+@contextlib.contextmanager
+def _bulk_pragmas(conn: sqlite3.Connection, on: bool) -> Iterator[None]:
+    """synchronous=OFF and a 256 MB page cache while a bulk sync writes, then back as they were."""
+    if not on:
+        yield
+        return
+    sync_mode = conn.execute("PRAGMA synchronous").fetchone()[0]
+    pages = conn.execute("PRAGMA cache_size").fetchone()[0]
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("PRAGMA cache_size = -262144")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA synchronous = {int(sync_mode)}")
+        conn.execute(f"PRAGMA cache_size = {int(pages)}")
 
 
 class _Batch:
@@ -529,7 +551,11 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
                     and chosen_before else None)
     # the known hash lets a worker skip parsing a touched file; a new parser re-reads them all
     notes = [(st, hashes.get(st.path) if not reparse else None) for st in todo if st.is_note]
-    with Progress(len(todo), "indexing", enabled=progress if progress is not None else None) as bar, \
+    # Many notes to write (a cold index, a big pull): their lexical rows wait for the descriptions,
+    # so each FTS row is written once, and the writes skip the fsyncs and use a bigger page cache
+    # (the index is a cache: a power cut mid-build means `memory-hub index --rebuild`).
+    bulk = len(notes) > describe.FEW_NOTES
+    with _bulk_pragmas(conn, bulk), Progress(len(todo), "indexing", enabled=progress if progress is not None else None) as bar, \
             _Batch(store) as batch:
         for st in todo:
             if st.is_note:
@@ -573,7 +599,7 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
                 if renamed_from is not None:
                     missing.remove(renamed_from)
             _upsert(store, batch.conn(), note, st, done.digest, resolver, old_path=renamed_from, rows=done.rows,
-                    reuse_links=reuse_links)
+                    reuse_links=reuse_links, staged=bulk)
             if renamed_from:
                 report.renamed.append((renamed_from, st.path))
             elif old and old == done.digest:
@@ -588,16 +614,24 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
             report.deleted.append(path)
             batch.wrote()
 
-    if report.changed or reparse:
+    if report.changed or reparse or not chosen_before:
         with store.transaction() as c:
             some = describe.refresh_some(c, few, leads_before) if leads_before is not None else None
             report.descriptions_changed = describe.refresh(c) if some is None else some
             store.set_meta(c, DESCRIPTIONS_PENDING, "0")
             if reparse:
                 store.set_meta(c, "parse_version", PARSE_VERSION)
-    elif chosen_before and store.get_meta(DESCRIPTIONS_PENDING) != "0":
+    elif store.get_meta(DESCRIPTIONS_PENDING) != "0":
         with store.transaction() as c:  # only touched files were written: no lead changed
             store.set_meta(c, DESCRIPTIONS_PENDING, "0")
+    # staged lexical rows (this sync's, or a stopped one's) into FTS, a group per transaction
+    if bulk or lexical.has_pending(conn):
+        with _bulk_pragmas(conn, True):
+            while True:
+                with store.transaction() as c:
+                    moved = lexical.flush_pending(c, FLUSH_ROWS)
+                if moved < FLUSH_ROWS:
+                    break
 
     if store.get_meta("links_dirty") == "1":
         with store.transaction() as c:
@@ -608,3 +642,15 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
     elif only is None:
         with store.transaction() as c:
             store.set_meta(c, "last_sync", str(time.time()))
+    if bulk and not known and only is None:
+        _compact(conn)
+
+
+def _compact(conn: sqlite3.Connection) -> None:
+    """VACUUM after a cold index: the staged rows' pages (``fts_pending``, a sixth of the file at
+    10k notes) are free once moved, and the FTS tables are written in one pass each, so the file
+    shrinks to what the answers need. A reader holding the file open only makes it wait, then skip."""
+    try:
+        conn.execute("VACUUM")
+    except sqlite3.OperationalError as exc:  # busy: the index is right as it is, only larger
+        log.warning("index left uncompacted after a cold build: %s", exc)
