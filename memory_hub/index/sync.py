@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 
 # Hooks other index stages (vectors, recall) register to hear about changed notes.
 ChangeListener = Callable[[Store, "SyncReport"], None]
+# A later stage's work on each note a sync parses, so it need not read and parse the files again
+# (recall's own index, ``retrieval/recall_index.py``): ``derive(path, note)`` runs where the note
+# was parsed (a module-level function: worker processes get it by name) and ``take(stat, value)``
+# in the syncing process, for each note written. The stat is the file's as the walk saw it.
+NoteHook = tuple[Callable[[str, Note], Any], Callable[["FileStat", Any], None]]
 
 
 @dataclass
@@ -302,11 +307,13 @@ class _Read:
     digest: str = ""
     note: Note | None = None
     rows: lexical.Rows | None = None  # the note's lexical rows, made where it was parsed
+    derived: Any = None  # a NoteHook's ``derive`` of the note, made where it was parsed
     error: str | None = None
     error_in_content: bool = False  # the file itself is the problem (binary, unparseable…), not its access
 
 
-def _read(vault: Path, stat: FileStat, old_hash: str | None) -> _Read:
+def _read(vault: Path, stat: FileStat, old_hash: str | None,
+          derive: Callable[[str, Note], Any] | None = None) -> _Read:
     """Read and hash one note; parse it only when its content changed. Runs in worker processes
     during big syncs, so it touches no index state."""
     try:
@@ -320,10 +327,16 @@ def _read(vault: Path, stat: FileStat, old_hash: str | None) -> _Read:
         return _Read(stat, digest)
     try:
         note = parse_note(stat.path, text)
-        return _Read(stat, digest, note, lexical.note_rows(note) if note.ranked else None)
+        done = _Read(stat, digest, note, lexical.note_rows(note) if note.ranked else None)
     except Exception as exc:  # noqa: BLE001 - one hostile note never stops the sync of the others
         return _Read(stat, digest, error=f"could not be parsed ({type(exc).__name__}: {str(exc)[:200]}); skipped",
                      error_in_content=True)
+    if derive is not None:
+        try:
+            done.derived = derive(stat.path, note)
+        except Exception:  # noqa: BLE001 - the later stage reads the file itself instead
+            log.debug("%s: derive failed", stat.path, exc_info=True)
+    return done
 
 
 # Parsing is pure Python (about a millisecond a note); above this many files to read, worker
@@ -344,15 +357,16 @@ def index_workers() -> int:
         return os.cpu_count() or 1
 
 
-def _read_star(args: tuple[Path, FileStat, str | None]) -> _Read:
+def _read_star(args: tuple[Path, FileStat, str | None, Callable[[str, Note], Any] | None]) -> _Read:
     return _read(*args)
 
 
-def _reads(vault: Path, items: list[tuple[FileStat, str | None]]) -> Iterator[_Read]:
+def _reads(vault: Path, items: list[tuple[FileStat, str | None]],
+           derive: Callable[[str, Note], Any] | None = None) -> Iterator[_Read]:
     """``_read`` for every item, in order; in worker processes when there are many."""
     if not items:
         return
-    yield from worker_map(_read_star, [(vault, st, old) for st, old in items])
+    yield from worker_map(_read_star, [(vault, st, old, derive) for st, old in items])
 
 
 def worker_map(fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Any]:
@@ -399,13 +413,15 @@ def worker_map(fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Any]:
 
 
 def sync(vault: Path, *, rebuild: bool = False, store: Store | None = None, progress: bool | None = None,
-         only: Iterable[str] | None = None, renamed: dict[str, str] | None = None) -> SyncReport:
+         only: Iterable[str] | None = None, renamed: dict[str, str] | None = None,
+         note_hook: NoteHook | None = None) -> SyncReport:
     """Bring the index of ``vault`` up to date and return what changed.
 
     ``only`` limits the work to the given vault-relative paths (the watcher's fast path); files
     not named are left alone, and named files that no longer exist are deleted from the index.
     ``renamed`` ({old: new}) names renames the caller made, so a note whose text changed as it moved
     (its relative links rewritten) keeps its id too, like a rename found by content hash.
+    ``note_hook`` hands each parsed note to a later stage (``NoteHook``).
     """
     started = time.monotonic()
     vault = Path(vault).resolve()
@@ -418,7 +434,7 @@ def sync(vault: Path, *, rebuild: bool = False, store: Store | None = None, prog
     report = SyncReport()
     with store.writer():
         try:
-            _sync_locked(vault, store, report, progress, only, renamed or {})
+            _sync_locked(vault, store, report, progress, only, renamed or {}, note_hook)
             _fold_usage(store, vault, report)
         except KeyboardInterrupt:
             report.interrupted = True
@@ -482,7 +498,7 @@ def reparse_pending(store: Store, only: Iterable[str] | None = None) -> bool:
 
 
 def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool | None,
-                 only: Iterable[str] | None, renamed: dict[str, str]) -> None:
+                 only: Iterable[str] | None, renamed: dict[str, str], note_hook: NoteHook | None = None) -> None:
     conn = store.conn
     if only is not None:
         wanted = sorted({p.replace("\\", "/") for p in only})
@@ -569,7 +585,7 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
                 batch.conn().execute("UPDATE notes SET mtime_ns=?, size=?, hash=? WHERE path=?",
                                      (_trusted(st).mtime_ns, st.size, digest, st.path))
             batch.wrote()
-        for done in _reads(vault, notes):
+        for done in _reads(vault, notes, note_hook[0] if note_hook else None):
             bar.advance()
             st = done.stat
             if done.error is not None:
@@ -585,6 +601,8 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
                 batch.wrote()
                 continue
             note = done.note
+            if note_hook is not None and done.derived is not None:
+                note_hook[1](st, done.derived)
             for problem in note.problems:
                 report.problems.append((st.path, problem))
                 print(f"warning: {st.path}: {problem}", file=sys.stderr)
