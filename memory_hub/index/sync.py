@@ -65,8 +65,19 @@ class SyncReport:
     problems: list[tuple[str, str]] = field(default_factory=list)  # indexed, but with a problem
     links_resolved: int = 0
     usage_events: int = 0  # usage events folded from the logs by this sync
+    # NOTES_CHANGED before and after this sync, read under the writer lock: the notes at ``notes_after``
+    # differ from those at ``notes_before`` only by this report's paths (and, unless
+    # ``descriptions_local``, by descriptions chosen again anywhere): what the vectors need to look at
+    notes_before: str = ""
+    notes_after: str = ""
+    descriptions_local: bool = True  # descriptions were chosen again only for this report's notes
     seconds: float = 0.0
     interrupted: bool = False
+
+    def paths(self) -> list[str]:
+        """Every path whose note this sync wrote or removed (both sides of a rename)."""
+        moved = [p for pair in self.renamed for p in pair]
+        return sorted({*self.added, *self.updated, *self.deleted, *self.reparsed, *moved})
 
     @property
     def changed(self) -> bool:
@@ -499,6 +510,15 @@ def reparse_pending(store: Store, only: Iterable[str] | None = None) -> bool:
 
 def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool | None,
                  only: Iterable[str] | None, renamed: dict[str, str], note_hook: NoteHook | None = None) -> None:
+    report.notes_before = store.get_meta(NOTES_CHANGED, "") or ""
+    try:
+        _sync_files(vault, store, report, progress, only, renamed, note_hook)
+    finally:
+        report.notes_after = store.get_meta(NOTES_CHANGED, "") or ""
+
+
+def _sync_files(vault: Path, store: Store, report: SyncReport, progress: bool | None,
+                only: Iterable[str] | None, renamed: dict[str, str], note_hook: NoteHook | None) -> None:
     conn = store.conn
     if only is not None:
         wanted = sorted({p.replace("\\", "/") for p in only})
@@ -636,6 +656,7 @@ def _sync_locked(vault: Path, store: Store, report: SyncReport, progress: bool |
         with store.transaction() as c:
             some = describe.refresh_some(c, few, leads_before) if leads_before is not None else None
             report.descriptions_changed = describe.refresh(c) if some is None else some
+            report.descriptions_local = some is not None or report.descriptions_changed == 0
             store.set_meta(c, DESCRIPTIONS_PENDING, "0")
             if reparse:
                 store.set_meta(c, "parse_version", PARSE_VERSION)
