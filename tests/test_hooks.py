@@ -339,3 +339,42 @@ def test_warm_recall_follows_the_watcher_without_a_walk_per_prompt(template_vaul
         assert recaller.index.last_refresh >= walked
     finally:
         state.watcher.stop()
+
+
+def test_a_cold_recall_past_the_deadline_is_one_none_line_and_not_shown_to_the_session(
+        template_vault, monkeypatch) -> None:
+    """The hook gave up and printed nothing: the block the slow recall finds later was never seen
+    by the agent, so the session must not exclude its notes next time, and the prompt keeps one
+    telemetry line (``served_by: none``), not a second one when the recall finishes."""
+    from memory_hub.team import recall as team_recall
+
+    vault, _ = template_vault
+    real = team_recall.cold_recaller
+    finished = []
+
+    class Slow:  # the real recaller, behind a disk that answers late
+        def __init__(self, inner) -> None:
+            self.inner = inner
+            self.vault = inner.vault
+
+        def recall(self, *a, **k):
+            time.sleep(1.2)
+            out = self.inner.recall(*a, **k)
+            finished.append(bool(out.block and out.block.included))
+            return out
+
+    monkeypatch.setattr(team_recall, "cold_recaller", lambda *a, **k: Slow(real(*a, **k)))
+    monkeypatch.setenv(claude_code.DEADLINE_ENV, "0.5")
+    out = io.StringIO()
+    event = {"hook_event_name": "UserPromptSubmit", "session_id": "late-1", "prompt": PROMPT}
+    assert claude_code.run("claude-code", str(vault), io.StringIO(json.dumps(event)), out) == 0
+    assert out.getvalue() == ""
+    end = time.monotonic() + 20
+    while not finished and time.monotonic() < end:
+        time.sleep(0.05)
+    assert finished == [True]  # it did find notes, after the hook had given up
+    time.sleep(0.2)
+    claude_code.finish_after_reply(False)
+    lines = [e for e in recalls(vault) if e.get("session") == "late-1"]
+    assert [e["served_by"] for e in lines] == ["none"] and "deadline" in lines[0]["fallback"]
+    assert session.load(vault, "late-1")["injected"] == []

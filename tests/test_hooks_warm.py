@@ -168,3 +168,39 @@ def test_events_other_than_prompts_take_the_full_path(template_vault, runtime: d
     finally:
         handle.close()
     assert "memory_hub.hooks.claude_code" in modules and "memory_hub.vault.usage" in modules
+
+
+def test_plans_unused_for_a_month_or_past_the_cap_are_pruned_newest_kept(tmp_path: Path) -> None:
+    from memory_hub.hooks import warm
+
+    folder = tmp_path / "memory-hub"
+    folder.mkdir(mode=0o700)
+    now = 2_000_000_000.0
+    paths = []
+    for i in range(warm.MAX_PLANS + 5):  # used one minute apart, plan 0 the most recent
+        p = folder / f"hook-plan-{i:04d}.json"
+        p.write_text("{}")
+        os.utime(p, (now - 60 * i, now - 60 * i))
+        paths.append(p)
+    old = folder / "hook-plan-old.json"
+    old.write_text("{}")
+    os.utime(old, (now - warm.PLAN_MAX_AGE - 1, now - warm.PLAN_MAX_AGE - 1))
+    read_lately = folder / "hook-plan-read.json"  # written long ago, but a warm hook read it today
+    read_lately.write_text("{}")
+    os.utime(read_lately, (now - 30, now - warm.PLAN_MAX_AGE - 1))
+    stale_tmp = folder / "hook-plan-0000.json.123.tmp"
+    stale_tmp.write_text("{")
+    os.utime(stale_tmp, (now - 7200, now - 7200))
+    other = folder / "abcd.sock.txt"  # not a plan: never touched
+    other.write_text("x")
+    os.utime(other, (now - warm.PLAN_MAX_AGE * 2, now - warm.PLAN_MAX_AGE * 2))
+
+    gone = {Path(p).name for p in warm.prune_plans(str(folder), keep=str(paths[-1]), now=now)}
+    left = {p.name for p in folder.iterdir()}
+    assert {old.name, stale_tmp.name} <= gone and other.name in left
+    assert paths[-1].name in left and read_lately.name in left  # the one just written; one read today
+    kept_plans = [p for p in left if p.startswith("hook-plan-")]
+    assert len(kept_plans) == warm.MAX_PLANS
+    # the newest by use survive: plans 0..MAX-3 plus the read-lately one plus the one being kept
+    assert all(paths[i].name in left for i in range(warm.MAX_PLANS - 2))
+    assert paths[warm.MAX_PLANS - 2].name in gone

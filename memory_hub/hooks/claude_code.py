@@ -106,8 +106,6 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
         return str(reply.get("block") or ""), {"served_by": "warm"}
     fallback = unsafe or ("no-server" if reply is None else f"server-error: {reply.get('error')}")
 
-    box: dict[str, Any] = {}
-
     def cold() -> None:
         from ..team.recall import cold_recaller
         from .prompt import answer
@@ -115,21 +113,34 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
         try:
             # this vault and the team vaults its hooks ask in this folder (vaults.py), as the server would
             recaller = cold_recaller(vault, Path(cwd) if cwd else None)
-            box["out"] = answer(recaller, prompt, session_id, served_by="cold", budget=budget,
+            # past the hook's deadline nobody prints the block: not recorded as shown to the session
+            give_up = time.time() + (started + deadline - time.monotonic())
+            out = answer(recaller, prompt, session_id, served_by="cold", budget=budget,
                                 deadline=started + deadline * 0.7, fallback=fallback, extra={"agent": agent},
                                 hint_until=min(time.monotonic() + hint_wait, started + deadline * 0.85),
-                                defer_record=True)
-            AFTER_REPLY.append(box["out"].pop("record"))
+                                defer_record=True, reply_by=give_up)
         except Exception as exc:  # noqa: BLE001 - reported in telemetry, never raised into the agent
-            box["error"] = f"{type(exc).__name__}: {exc}"
+            with lock:
+                box["error"] = f"{type(exc).__name__}: {exc}"
+            return
+        with lock:
+            if box.get("abandoned"):
+                return  # the "none" line below is this prompt's one telemetry line
+            box["done"] = out
+            AFTER_REPLY.append(out.pop("record"))
 
+    box: dict[str, Any] = {}
+    lock = threading.Lock()
     worker = threading.Thread(target=cold, daemon=True)
     worker.start()
     worker.join(max(0.05, deadline - (time.monotonic() - started)))
-    if "out" in box:
-        for warning in box["out"]["telemetry"].get("warnings") or []:
+    with lock:
+        if "done" not in box:
+            box["abandoned"] = True
+    if "done" in box:
+        for warning in box["done"]["telemetry"].get("warnings") or []:
             print(f"memory-hub hook: {warning}", file=sys.stderr)  # never silent: "nothing relevant" looks alike
-        return str(box["out"]["block"] or ""), {"served_by": "cold", "fallback": fallback}
+        return str(box["done"]["block"] or ""), {"served_by": "cold", "fallback": fallback}
     reason = box.get("error") or "deadline"
     telemetry.record(vault, {"event": "recall", "served_by": "none", "session": session_id, "agent": agent,
                              "fallback": f"{fallback}; {reason}",

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 PLAN_VERSION = 1
+MAX_PLANS = 64  # a plan per (agent, vault argument, working folder, variables): kept, newest first
+PLAN_MAX_AGE = 30 * 86400.0  # a plan unused this long is removed (the next full run writes it again)
 SOCKET_TIMEOUT = 1.0  # at most this long (and 40 % of the deadline) for the server's answer
 _ENV_PREFIXES = ("MEMORY_HUB_", "XDG_")
 
@@ -103,14 +105,54 @@ def save_plan(key: str, vault: str | Path, budget: int, deadline: float, hint_wa
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(body)
         os.replace(tmp, path)
+        prune_plans(folder, keep=path)
     except (OSError, UnsafeSocketDir, ValueError):
         pass
 
 
-def load_plan(key: str) -> dict[str, Any] | None:
-    """The plan for ``key`` if every file it was read from is unchanged, else None."""
+def prune_plans(folder: str, keep: str | None = None, now: float | None = None) -> list[str]:
+    """Remove plans unused for ``PLAN_MAX_AGE`` and all but the ``MAX_PLANS`` most recently used
+    (a plan is written per working folder, so without this they pile up), and temporary files a
+    killed hook left. "Used" is the later of the file's access and change times: a warm hook only
+    reads its plan. Returns the removed paths; never raises."""
+    now = time.time() if now is None else now
+    plans, removed = [], []
     try:
-        with open(_plan_path(key), encoding="utf-8") as fh:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith("hook-plan-") or entry.path == keep:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        used = max(st.st_atime, st.st_mtime)
+        if entry.name.endswith(".tmp"):
+            if now - st.st_mtime > 3600:
+                removed.append(entry.path)
+        elif now - used > PLAN_MAX_AGE:
+            removed.append(entry.path)
+        else:
+            plans.append((used, entry.path))
+    plans.sort(reverse=True)
+    removed += [path for _, path in plans[MAX_PLANS - (keep is not None):]]
+    gone = []
+    for path in removed:
+        try:
+            os.unlink(path)
+            gone.append(path)
+        except OSError:
+            pass
+    return gone
+
+
+def load_plan(key: str, folder: str | None = None) -> dict[str, Any] | None:
+    """The plan for ``key`` if every file it was read from is unchanged, else None (``folder``: the
+    checked ``runtime_folder()``, when the caller has it already)."""
+    try:
+        with open(_plan_path(key, folder), encoding="utf-8") as fh:
             plan = json.load(fh)
     except (OSError, UnsafeSocketDir, ValueError):
         return None
@@ -178,12 +220,17 @@ def try_warm(agent: str, vault_arg: str | None, raw: str, stdout: Any = None) ->
     handover["event"] = {} if event is None else event  # parsed once: the full path takes it from here
     if not isinstance(event, dict) or event.get("hook_event_name") != "UserPromptSubmit":
         return handover
-    plan = load_plan(plan_key(agent, vault_arg))
+    try:
+        folder = runtime_folder()  # checked once: the plan and the socket both live in it
+    except (OSError, UnsafeSocketDir):
+        return handover  # the full path looks again and says why
+    plan = load_plan(plan_key(agent, vault_arg), folder)
     if plan is None:
         return handover
     wait = socket_wait(plan["deadline"], plan["hint_wait"])
     try:
-        reply = request(plan["vault"], recall_request(event, plan["budget"], plan["hint_wait"], wait), timeout=wait)
+        reply = request(plan["vault"], recall_request(event, plan["budget"], plan["hint_wait"], wait),
+                        timeout=wait, folder=folder)
     except UnsafeSocketDir as exc:
         return {**handover, "unsafe": str(exc)}
     if not (reply and reply.get("ok")):

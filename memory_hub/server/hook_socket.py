@@ -82,9 +82,11 @@ def socket_path(vault: Path, create: bool = False) -> Path:
     return Path(socket_file(vault, create))
 
 
-def socket_file(vault: str | os.PathLike[str], create: bool = False) -> str:
-    """``socket_path`` as a string. The vault is resolved as ``Path.resolve`` does (``realpath``)."""
-    path = os.path.join(runtime_folder(create), f"{socket_digest(os.path.realpath(vault))}.sock")
+def socket_file(vault: str | os.PathLike[str], create: bool = False, folder: str | None = None) -> str:
+    """``socket_path`` as a string. The vault is resolved as ``Path.resolve`` does (``realpath``);
+    ``folder`` is a ``runtime_folder()`` the caller already checked (a warm hook looks it up once)."""
+    base = runtime_folder(create) if folder is None else folder
+    path = os.path.join(base, f"{socket_digest(os.path.realpath(vault))}.sock")
     if len(path.encode()) > _MAX_UNIX_PATH:
         raise UnsafeSocketDir(f"hooks socket path {path} is too long for a unix socket; "
                               "set $XDG_RUNTIME_DIR or $TMPDIR to a shorter private folder")
@@ -125,13 +127,15 @@ def socket_digest(vault: str, size: int = 8) -> str:
     return blake2b(str(vault).encode(), digest_size=size).hexdigest()
 
 
-def request(vault: str | os.PathLike[str], payload: dict, timeout: float = 1.0) -> dict | None:
+def request(vault: str | os.PathLike[str], payload: dict, timeout: float = 1.0,
+            folder: str | None = None) -> dict | None:
     """Send one request to the server of ``vault``; None when no server answers within ``timeout``.
+    ``folder``: the checked ``runtime_folder()``, when the caller has it already.
 
     Raises UnsafeSocketDir when the socket's folder or the socket is not private to this user,
     or another user's process answers: the caller falls back and says why."""
     try:
-        path = socket_file(vault)
+        path = socket_file(vault, folder=folder)
         if not _own_socket(path):
             raise UnsafeSocketDir(f"{path} is not a socket of yours; not asking it")
     except OSError:  # no folder or no socket: no server runs for this vault

@@ -79,7 +79,7 @@ class TeamVaults:
     def for_prompt(self, cwd: Path | None) -> Any:
         """The ``VaultsRecaller`` for a prompt asked in ``cwd`` (the team vaults whose ``projects``
         hold it, or every team vault when ``cwd`` is None)."""
-        from ..team.recall import VaultsRecaller
+        from ..team.recall import VaultsRecaller, not_recalled
 
         refs = [r for r in self.vaults.refs if r is self.vaults.primary or r.serves(cwd)]
         named, warnings = [], self.vaults.warnings()
@@ -87,7 +87,7 @@ class TeamVaults:
             try:
                 named.append((ref.name, self.recaller(ref)))
             except Exception as exc:  # noqa: BLE001 - one broken team vault must not cost the block
-                warnings.append(f"vault {ref.name!r} was not recalled: {type(exc).__name__}: {exc}"[:300])
+                warnings.append(not_recalled(ref.name, exc))
         return VaultsRecaller(named, warnings)
 
     def watch(self, rescan_every: float | None) -> None:

@@ -61,10 +61,15 @@ class VaultsRecaller:
                 result = recaller.recall(prompt, exclude=mine, budget=budget, deadline=deadline, hint=hint,
                                          **kwargs)
             except Exception as exc:  # noqa: BLE001 - one unreadable vault must not cost the others' block
-                warnings.append(f"vault {name!r} was not recalled: {type(exc).__name__}: {exc}"[:300])
+                warnings.append(not_recalled(name, exc))
                 continue
             results.append((name, result))
         return fuse_results(results, budget, warnings, names=self.names())
+
+
+def not_recalled(name: str, exc: BaseException) -> str:
+    """The warning for a vault whose recall failed (the block goes on without it)."""
+    return f"vault {name!r} was not recalled: {type(exc).__name__}: {exc}"[:300]
 
 
 def fuse_results(results: Sequence[tuple[str, RecallResult]], budget: int, warnings: Iterable[str] = (),
