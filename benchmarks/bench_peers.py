@@ -169,6 +169,10 @@ def measure_queries(vault: Path, xdg: Path, peers: Path, queries: list[str], rou
         cpu_ms = {k: round((cpu_seconds(pid) - cpu0[k]) * 1000 / calls, 2) for k, pid in
                   (("mh_stdio", ours.pid), ("mh_http", http_proc.pid), ("qmd_stdio", qmd.pid))}
         rss = {"mh_stdio_mb": rss_mb(ours.pid), "mh_http_mb": rss_mb(http_proc.pid), "qmd_mb": rss_mb(qmd.pid)}
+        import httpx
+
+        # how many of the HTTP calls the server answered without FastMCP (server/direct_http.py)
+        direct = httpx.get(http.url.rsplit("/mcp", 1)[0] + "/health").json().get("http", {}).get("direct_calls")
     finally:
         ours.close()
         qmd.close()
@@ -183,6 +187,7 @@ def measure_queries(vault: Path, xdg: Path, peers: Path, queries: list[str], rou
     out["server_cpu_ms_per_query"] = cpu_ms
     out["empty_results"] = {k: v // rounds for k, v in empty.items()}
     out["rss"] = rss
+    out["mh_http_direct_calls"] = direct
     return out
 
 
@@ -256,6 +261,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5, help="start-ups and no-change syncs per system")
     ap.add_argument("--index-repeats", type=int, default=3, help="cold indexes per system")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: query,ready,cold,sync")
+    ap.add_argument("--label", default="peers",
+                    help="result file name (results/LABEL.json); a partial run (--skip) can keep peers.json whole")
     args = ap.parse_args()
     queries_file = Path(__file__).resolve().parents[2] / "shared" / "peers" / "hub-queries.txt"
     if not queries_file.exists():
@@ -319,7 +326,8 @@ def main() -> int:
         print("server CPU per query (ms):", result["query"]["server_cpu_ms_per_query"])
         print("\nstdio search, client send -> answer, by stage (ms):")
         print_table([{"stage": k, **v} for k, v in result["query"]["stdio_path_ms"].items()], ["stage", "p50", "p95"])
-    path = write_result("peers", result)
+    result["command"] = "python benchmarks/bench_peers.py " + " ".join(sys.argv[1:])
+    path = write_result(args.label, result)
     print(f"wrote {path}")
     return 0
 

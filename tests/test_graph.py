@@ -142,3 +142,36 @@ def test_in_memory_graph_answers_as_sql_and_follows_syncs(make_vault) -> None:
     sync(vault, store=store)
     assert "pair.md" not in cache.ranked_ids(conn)
     assert graph.cached(conn).adjacency(list(_ids(store).values())) == graph.adjacency(conn, list(_ids(store).values()))
+
+
+def test_one_look_reads_the_stamps_once_per_search_and_the_next_search_sees_a_sync(make_vault) -> None:
+    """``cache.one_look`` (around every search) reads the cache stamp and the lexical counts' stamp
+    once per block instead of at every cached lookup; a sync between two searches is seen by the
+    second, lexically and in the cached path -> id map."""
+    from memory_hub.index import cache, lexical
+    from memory_hub.index.sync import sync
+    from memory_hub.retrieval.search import search
+
+    vault, store = make_vault({f"n{i}.md": f"# Note {i}\nkanban board number {i} [[n0]]\n" for i in range(4)})
+    conn = store.conn
+    statements: list[str] = []
+    search(store, "kanban board", mode="lexical")  # warm the cached copies
+    conn.set_trace_callback(statements.append)
+    try:
+        first = search(store, "kanban board", mode="hybrid+graph")
+    finally:
+        conn.set_trace_callback(None)
+    assert first.hits
+    assert sum("pragma_database_list" in s for s in statements) <= 1  # cache.stamp's statement
+    assert sum(s.strip().upper().startswith("PRAGMA DATABASE_LIST") for s in statements) <= 1  # lexical's
+    with cache.one_look(conn):  # inside a block, repeated lookups reuse what was read
+        assert cache.stamp(conn) is cache.stamp(conn)
+        assert lexical._generation(conn) == lexical._generation(conn)
+        assert cache.pinned(conn) is not None
+    assert cache.pinned(conn) is None  # and the block leaves nothing behind
+
+    (vault / "fresh.md").write_text("# Fresh\nkanban board kanban board kanban board\n", encoding="utf-8")
+    sync(vault, store=store)
+    second = search(store, "kanban board", mode="lexical")
+    assert "fresh.md" in [h.path for h in second.hits]
+    assert "fresh.md" in cache.ranked_ids(conn)

@@ -340,9 +340,10 @@ def test_pruned_or_ranking_applies_on_common_words(make_vault) -> None:
 
 
 def test_first_term_in_a_long_note_is_where_lower_casing_all_of_it_finds_it() -> None:
-    """``first_term_at`` lower-cases a long ASCII note a block at a time: the position must be the
+    """``first_term_at`` lower-cases a long note a block at a time: the position must be the
     one the whole-note ``lower().find`` gives, for terms across block edges, in any case, absent,
-    empty, or not ASCII (Kelvin sign K lower-cases to an ASCII k; ſ never matches an s)."""
+    empty, or not ASCII (Kelvin sign K lower-cases to an ASCII k; ſ never matches an s), in ASCII
+    and other text (İ and Σ, whose lower case is not one character alone, included)."""
     import random
 
     from memory_hub.retrieval.search import SCAN_BLOCK, _first_hit, first_term_at
@@ -355,6 +356,15 @@ def test_first_term_in_a_long_note_is_where_lower_casing_all_of_it_finds_it() ->
         text = "".join(rng.choice("abAB _-") for _ in range(rng.choice([100, SCAN_BLOCK + 7, 3 * SCAN_BLOCK])))
         cases.append((text, ["".join(rng.choice("abAB") for _ in range(rng.randint(1, 5)))
                              for _ in range(rng.randint(0, 3))]))
+    # not ASCII: curly quotes, Japanese, the two characters whose lower case is not one character
+    # alone (İ becomes two, Σ depends on its neighbours), the terms across block edges too
+    for _ in range(300):
+        text = "".join(rng.choice(["a", "B", " ", "’", "日本", "ß", "\u0130", "\u03a3", "σ", "ς", "K"])
+                       for _ in range(rng.choice([100, SCAN_BLOCK + 7, 3 * SCAN_BLOCK])))
+        if rng.random() < 0.5:
+            text = text.replace("\u0130", "i").replace("\u03a3", "s")
+        cases.append((text, ["".join(rng.choice(["a", "b", "日", "本", "i\u0307", "σ", "ς", "ss", "k"])
+                                     for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(0, 3))]))
     for text, terms in cases:
-        assert first_term_at(text, terms) == _first_hit(text, terms), terms
+        assert first_term_at(text, terms) == _first_hit(text, terms), (text[:40], terms)
     assert first_term_at(edge, ["kanban"]) == SCAN_BLOCK - 3

@@ -307,3 +307,77 @@ def test_abandoned_sessions_expire_and_are_capped(vault: Path) -> None:
     assert live["sessions"] <= 5 and live["evicted_sessions"] >= 7
     assert oldest == 404 and newest == 200 and tools == 10  # every tool, the write tools too
     assert expired == 404 and after["sessions"] == 0
+
+
+def _post(client: httpx.Client, url: str, msg: dict, session: str | None = None,
+          accept: str = "application/json, text/event-stream") -> httpx.Response:
+    headers = {"Accept": accept, "mcp-protocol-version": "2025-06-18"}
+    if session:
+        headers["mcp-session-id"] = session
+    return client.post(url, json=msg, headers=headers)
+
+
+def _answers(port: int) -> dict:
+    """The same read-only calls over one raw session (and a real client), plus the edges that must
+    still reach FastMCP: an unknown session, a write tool, a call with bad arguments."""
+    url = f"http://127.0.0.1:{port}/mcp"
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    calls = [("search", {"query": "TLS certificate renewal", "k": 3}), ("search", {"query": "認証", "mode": "lexical"}),
+             ("recall", {"prompt": "TLS 証明書の更新"}), ("read_note", {"path": "home.md", "max_lines": 3}),
+             ("related", {"path": "home.md", "hops": 2, "limit": 2}), ("search", {"query": "x", "k": 0}),
+             ("read_note", {"path": "../secret.md"}), ("search", {"query": "x", "bogus": 1})]
+    out: dict = {}
+    with httpx.Client() as client:
+        session = _post(client, url, init).headers["mcp-session-id"]
+        _post(client, url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+        for i, (name, args) in enumerate(calls, start=10):
+            r = _post(client, url, {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                                    "params": {"name": name, "arguments": args}}, session)
+            assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+            assert r.headers["mcp-session-id"] == session
+            body = r.json()
+            result = body["result"]
+            assert body["id"] == i
+            data = result.get("structuredContent") or {"text": result["content"][0]["text"]}
+            data.pop("timings_ms", None)
+            data.pop("usage", None)  # read_note counts each read: the second server sees one more
+            out[f"{name}-{i}"] = (bool(result.get("isError")), data)
+        out["unknown_session"] = _post(client, url, {"jsonrpc": "2.0", "id": 90, "method": "tools/call", "params": {
+            "name": "search", "arguments": {"query": "x"}}}, "not-a-session").status_code
+        out["no_json_accepted"] = _post(client, url, {"jsonrpc": "2.0", "id": 91, "method": "tools/call", "params": {
+            "name": "search", "arguments": {"query": "x"}}}, session, accept="text/event-stream").status_code
+        out["deleted"] = client.delete(url, headers={"mcp-session-id": session,
+                                                     "mcp-protocol-version": "2025-06-18"}).status_code
+        out["after_delete"] = _post(client, url, {"jsonrpc": "2.0", "id": 92, "method": "tools/call", "params": {
+            "name": "search", "arguments": {"query": "x"}}}, session).status_code
+    out["direct_calls"] = httpx.get(f"http://127.0.0.1:{port}/health").json()["http"]["direct_calls"]
+    return out
+
+
+def test_read_only_calls_answered_directly_as_fastmcp_answers_them(vault: Path) -> None:
+    """direct_http.DirectCalls answers read-only tools/call itself: the same answers, errors and
+    headers as FastMCP gives with it turned off, and everything else still reaches FastMCP."""
+    with server(vault, "http", env={"MEMORY_HUB_HTTP_DIRECT": "0"}) as (port, _):
+        through_fastmcp = _answers(port)
+    with server(vault, "http") as (port, _):
+        direct = _answers(port)
+
+        async def real_client() -> tuple:
+            async with Client(f"http://127.0.0.1:{port}/mcp") as c:
+                found = (await c.call_tool("search", {"query": "TLS certificate renewal", "k": 3})).structured_content
+                wrote = (await c.call_tool("capture", {"text": "direct path probe: a write goes through FastMCP"})
+                         ).structured_content
+                return found, wrote
+
+        found, wrote = asyncio.run(real_client())
+        after_client = httpx.get(f"http://127.0.0.1:{port}/health").json()["http"]["direct_calls"]
+    assert through_fastmcp.pop("direct_calls") == 0
+    calls = direct.pop("direct_calls")
+    assert calls == 8  # every read-only call above, none of the edges
+    assert direct == through_fastmcp
+    assert direct["search-15"][0] and "k" in direct["search-15"][1]["text"]  # bad arguments: one line, as FastMCP
+    assert direct["unknown_session"] == 404 and direct["no_json_accepted"] == 406 and direct["after_delete"] == 404
+    assert found["results"] and wrote["path"] and (vault / wrote["path"]).is_file()
+    # fastmcp 4's client speaks the sessionless 2026 revision: the SDK's own path answers it whole
+    assert after_client == calls

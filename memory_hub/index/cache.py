@@ -12,9 +12,10 @@ writes it, and a sync that found nothing to do must not throw the copies away.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -34,10 +35,41 @@ _values: dict[tuple[str, str], tuple[str, Any]] = {}
 _lock = threading.Lock()
 
 
+_pin = threading.local()
+
+
+@contextlib.contextmanager
+def one_look(conn: sqlite3.Connection) -> Iterator[None]:
+    """Within this block, this thread reads ``conn``'s change stamps (``stamp`` here, the lexical
+    counts' ``lexical._generation``) once, not at every cached lookup: one search asked ~20
+    times, each a statement or two file stats, and each of those lets the vector channel's thread
+    take the GIL. A sync that commits meanwhile is seen by the next block (a search started
+    before it finishes on what it began with)."""
+    before = (getattr(_pin, "conn", None), getattr(_pin, "seen", None))
+    _pin.conn, _pin.seen = conn, {}
+    try:
+        yield
+    finally:
+        _pin.conn, _pin.seen = before
+
+
+def pinned(conn: sqlite3.Connection) -> dict[str, Any] | None:
+    """The stamps already read in this thread's ``one_look(conn)`` block (to fill), else None."""
+    return _pin.seen if getattr(_pin, "conn", None) is conn else None  # type: ignore[no-any-return]
+
+
 def stamp(conn: sqlite3.Connection, keys: tuple[str, ...] = STAMP_KEYS) -> tuple[str, str]:
-    """(the index file, what its last change was): equal stamps, equal notes and links."""
+    """(the index file, what its last change was): equal stamps, equal notes and links.
+    ``keys``: the meta keys read (the default: every note and link change)."""
+    seen = pinned(conn)
+    slot = "stamp" if keys == STAMP_KEYS else "stamp:" + ",".join(keys)
+    if seen is not None and slot in seen:
+        return seen[slot]  # type: ignore[no-any-return]
     db, changed = conn.execute(_STAMP_SQL if keys == STAMP_KEYS else _stamp_sql(keys)).fetchone()
-    return str(db), str(changed)
+    found = (str(db), str(changed))
+    if seen is not None:
+        seen[slot] = found
+    return found
 
 
 def cached(conn: sqlite3.Connection, name: str, build: Callable[[sqlite3.Connection], T],

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..vault.notes import Note
+from . import cache
 from .terms import QueryTerms, has_cjk, match_expression, normalize, quote, word_phrase, words_text
 
 WEIGHTS = (10.0, 8.0, 5.0, 3.0, 1.0)
@@ -225,7 +226,7 @@ def _run_or(conn: sqlite3.Connection, table: str, bm25: str, terms: list[str], p
         left_out = max((k for k in range(len(ordered)) if _below(ceilings[k], floor)), default=0)
     else:  # the longest run of commonest phrases whose rarer rest still holds ``limit`` rows
         for start in range(len(ordered) - 1, 0, -1):  # (from the rarest end, each count stops at limit)
-            if _count_rows(conn, table, " OR ".join(ordered[start:]), limit) >= limit:
+            if _count_rows(conn, table, " OR ".join(ordered[start:]), limit, db) >= limit:
                 left_out = start
                 break
     sql = (f"SELECT rowid AS id, {bm25} AS score FROM {table} WHERE {table} MATCH ? "
@@ -249,10 +250,11 @@ def _below(ceiling: float, floor: float) -> bool:
     return floor > ceiling * (1 + PRUNE_MARGIN) + 1e-12
 
 
-def _count_rows(conn: sqlite3.Connection, table: str, expr: str, cap: int) -> int:
-    """Rows matching ``expr``, counted up to ``cap``."""
+def _count_rows(conn: sqlite3.Connection, table: str, expr: str, cap: int, db: str | None = None) -> int:
+    """Rows matching ``expr``, counted up to ``cap``, cached per index stamp like the other counts
+    (``db``: ``_generation(conn)``)."""
     sql = f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)"
-    return int(conn.execute(sql, (expr, cap)).fetchone()[0])
+    return _cached_count(conn, f"\0or:{table}:{cap}:{expr}", sql, (expr, cap), db)
 
 
 def _and_then_or(conn: sqlite3.Connection, table: str, bm25: str, terms: list[str], prefixes: list[str],
@@ -460,7 +462,11 @@ _df_generation: dict[str, str] = {}
 
 def _generation(conn: sqlite3.Connection) -> str:
     """The database file this connection reads and a stamp that moves with every write to it
-    (the modification times of the file and its WAL): document counts are cached per stamp."""
+    (the modification times of the file and its WAL): document counts are cached per stamp.
+    Looked at once per ``cache.one_look`` block (a search)."""
+    seen = cache.pinned(conn)
+    if seen is not None and "generation" in seen:
+        return seen["generation"]  # type: ignore[no-any-return]
     db = conn.execute("PRAGMA database_list").fetchone()[2]
     stamps = []
     for suffix in ("", "-wal"):
@@ -473,6 +479,8 @@ def _generation(conn: sqlite3.Connection) -> str:
         for key in [k for k in _df_cache if k[0] == db]:
             del _df_cache[key]
         _df_generation[db] = stamp
+    if seen is not None:
+        seen["generation"] = db
     return db
 
 

@@ -283,8 +283,8 @@ class VectorIndex:
         env = os.environ.get("MEMORY_HUB_ANN_FROM", "").strip()
         self.ann_from = int(env) if env.isdigit() else ANN_FROM  # rows from which search uses the ANN index
         self.ann_probes: int | None = None  # partitions per query; None: ANN_PROBE_SHARE of them
-        self._shape: tuple[str, int, bool, int] | None = None  # (version, rows, has ANN index, partitions)
-        self._opened: tuple[str, Any] | None = None  # (version, the table as search last opened it)
+        # (version, rows, has ANN index, partitions, the table as search last opened it)
+        self._shape: tuple[str, int, bool, int, Any] | None = None
 
     # -- storage -----------------------------------------------------------------------------------
 
@@ -458,9 +458,16 @@ class VectorIndex:
 
     def _table_shape(self, store: Store) -> tuple[int, bool, int]:
         """(rows, whether search goes through the ANN index, its partitions), cached per version."""
+        return self._serving(store)[1:4]
+
+    def _serving(self, store: Store) -> tuple[str, int, bool, int, Any]:
+        """(version, rows, ANN?, partitions, the table), read and opened once per vector version (a
+        sync bumps it after every committed group): opening the table lists the folder's tables and
+        reads its manifest, ~10 ms a query at 30k notes; one look at the version per call."""
         version = store.get_meta(f"{META_VERSION}:{self.name}") or ""
-        if self._shape is not None and self._shape[0] == version:
-            return self._shape[1:]
+        shape = self._shape
+        if shape is not None and shape[0] == version:
+            return shape
         table = self._table()
         rows, ann, parts = 0, False, 0
         if table is not None:
@@ -469,19 +476,12 @@ class VectorIndex:
             if index is not None:
                 ann = True
                 parts = max(1, min(rows // ANN_ROWS_PER_PARTITION, 4096))
-        self._shape = (version, rows, ann, parts)
-        return rows, ann, parts
+        self._shape = (version, rows, ann, parts, table)
+        return self._shape
 
     def _search_table(self, store: Store) -> Any:
-        """The table, opened once per vector version (a sync bumps it after every committed group):
-        opening it lists the folder's tables and reads its manifest, ~10 ms a query at 30k notes."""
-        version = store.get_meta(f"{META_VERSION}:{self.name}") or ""
-        opened = self._opened
-        if opened is not None and opened[0] == version:
-            return opened[1]
-        table = self._table()
-        self._opened = (version, table)
-        return table
+        """The table, opened once per vector version (``_serving``)."""
+        return self._serving(store)[4]
 
     def uses_ann(self, store: Store) -> bool:
         """Whether search goes through the ANN index (the table is large and has one)."""
@@ -744,8 +744,9 @@ class VectorIndex:
         short one; SciFact nDCG@10 fell to 0.40.)
         """
         qvec = self.embedder.embed_queries([query])[0] if isinstance(query, str) else query
-        if self.uses_ann(store):
-            return self._search_notes_ann(store, qvec, filters, limit, chunk_offset)
+        serving = self._serving(store)
+        if serving[2]:
+            return self._search_notes_ann(store, qvec, filters, limit, chunk_offset, serving)
         scored = self.note_scores(store, qvec, chunk_offset)
         if scored is None:
             return []
@@ -756,29 +757,31 @@ class VectorIndex:
         n = min(len(best), limit * 2 if ids is None else limit)
         top = np.argpartition(-best, n - 1)[:n]
         top = top[np.argsort(-best[top], kind="stable")]
-        top = [int(t) for t in top if np.isfinite(best[t])]
+        top = top[np.isfinite(best[top])]
         if ids is None:  # only ranked notes still in the index (the table may lag a sync by a moment)
             ids = cache.ranked_ids(store.conn)
+        # the candidates' numbers as Python values in one step each (numpy scalars one by one cost
+        # ~1 ms a query); tolist() gives the same floats and ints as float()/int() of each element
+        rows = best_row[top]
+        scores, starts, ends = best[top].tolist(), m.starts[rows].tolist(), m.ends[rows].tolist()
         ranked = []
-        for t in top:
+        for t, r, score, start, end in zip(top.tolist(), rows.tolist(), scores, starts, ends, strict=True):
             path = m.notes[t]
             if path in ids:
-                r = int(best_row[t])
-                ranked.append((ids[path], float(best[t]), ChunkHit(path, int(m.starts[r]), int(m.ends[r]),
-                                                                     m.headings[r], float(best[t]))))
+                ranked.append((ids[path], score, ChunkHit(path, int(start), int(end), m.headings[r], score)))
         ranked.sort(key=lambda t: (-t[1], t[0]))
         return ranked[:limit]
 
 
     def _search_notes_ann(self, store: Store, qvec: np.ndarray, filters: Filters | None, limit: int,
-                          chunk_offset: float | None) -> list[tuple[int, float, ChunkHit]]:
+                          chunk_offset: float | None, serving: tuple[str, int, bool, int, Any] | None = None
+                          ) -> list[tuple[int, float, ChunkHit]]:
         """``search_notes`` through the ANN index: LanceDB returns the nearest rows inside the scope
         (the filter is part of the vector query), exactly re-scored (refine); notes are then scored
         from those rows by the same rule as the exact path."""
-        table = self._search_table(store)
+        _version, _rows, _ann, parts, table = serving if serving is not None else self._serving(store)
         if table is None:
             return []
-        _rows, _ann, parts = self._table_shape(store)
         scoped = filters is not None and filters != Filters()
         ids: dict[str, int] | None = None
         where = None

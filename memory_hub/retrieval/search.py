@@ -214,14 +214,20 @@ def first_term_at(text: str, terms: list[str]) -> int:
     """``_first_hit(text, terms)``: where the first of ``terms`` occurs in ``text`` (ignoring case),
     or -1, without lower-casing all of a long note when a term occurs early in it.
 
-    For ASCII text (``isascii`` is a flag CPython keeps, so asking is free) lower-casing keeps
-    every position and acts on each character alone, so the text is lower-cased a block at a time
-    (blocks overlap by the longest term) and the first block with a hit answers. A term that is
-    not ASCII once lower-cased cannot occur in ASCII text. Other text takes the plain way (lower
-    case can change its length, and a Greek sigma's lower case depends on its neighbours)."""
-    if not text.isascii() or len(text) <= SCAN_BLOCK:
+    CPython lower-cases one character at a time into one character, with two exceptions: ``İ``
+    (U+0130) becomes two, and ``Σ`` (U+03A3) becomes ``σ`` or ``ς`` depending on its neighbours.
+    A text without either keeps every position when lower-cased, and a block of it lower-cases as
+    it does inside the whole; so it is lower-cased a block at a time (blocks overlap by the longest
+    term) and the first block with a hit answers. (Most notes qualify: an English note is rarely
+    ASCII, one curly quote or emoji is enough.) ASCII text needs no check (``isascii`` is a flag
+    CPython keeps), and a term that is not ASCII once lower-cased cannot occur in it. Text with
+    either character takes the plain way."""
+    if len(text) <= SCAN_BLOCK:
         return _first_hit(text, terms)
-    wanted = [w for w in (t.lower() for t in terms if t) if w.isascii()]
+    ascii_text = text.isascii()
+    if not ascii_text and ("\u0130" in text or "\u03a3" in text):
+        return _first_hit(text, terms)
+    wanted = [w for w in (t.lower() for t in terms if t) if not ascii_text or w.isascii()]
     if not wanted:
         return -1
     reach = SCAN_BLOCK + max(len(w) for w in wanted) - 1
@@ -435,6 +441,12 @@ class VectorChannel:
 def vector_channel(store: Store, query: str, terms: QueryTerms, filters: Filters,
                    vectors: VectorIndex | None) -> VectorChannel:
     """Embed the query (without the scope's ubiquitous terms) and rank notes by their vectors."""
+    with cache.one_look(store.conn):  # this thread's connection, when run beside the lexical SQL
+        return _vector_channel(store, query, terms, filters, vectors)
+
+
+def _vector_channel(store: Store, query: str, terms: QueryTerms, filters: Filters,
+                    vectors: VectorIndex | None) -> VectorChannel:
     out = VectorChannel()
     t1 = time.perf_counter()
     index = vectors if vectors is not None else default_vectors(store)
@@ -508,7 +520,15 @@ def search(store: Store, query: str, k: int = 10, filters: Filters | None = None
 
     ``calibrated=False`` leaves the RRF order as it is (``calibrate.py``); benchmarks use it to
     show what calibration adds. ``params``: fusion's settings (``fusion.FusionParams``).
+    The index's change stamps are read once for the whole search (``cache.one_look``).
     """
+    with cache.one_look(store.conn):
+        return _search(store, query, k, filters, explain, mode, vectors, reranker, calibrated, params)
+
+
+def _search(store: Store, query: str, k: int, filters: Filters | None, explain: bool, mode: str,
+            vectors: VectorIndex | None, reranker: Reranker | None, calibrated: bool,
+            params: FusionParams) -> SearchResult:
     plan = stages(mode)
     query = check_query(query)
     filters = filters or Filters()

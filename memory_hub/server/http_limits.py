@@ -85,6 +85,7 @@ class HttpLimits:
     refused: int = 0
     timed_out: int = 0
     evicted: int = 0
+    direct_calls: int = 0  # read-only tool calls answered by direct_http.DirectCalls
     manager: Any = None  # the streamable-HTTP session manager, once the app has started
     _connections: set[Any] | None = None
 
@@ -115,7 +116,7 @@ class HttpLimits:
         return {"connections": len(self._connections or ()), "max_connections": self.max_connections,
                 "sessions": self.sessions(), "max_sessions": self.max_sessions,
                 "refused_connections": self.refused, "timed_out_connections": self.timed_out,
-                "evicted_sessions": self.evicted}
+                "evicted_sessions": self.evicted, "direct_calls": self.direct_calls}
 
     def loop_exception_handler(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """asyncio's errors (a failed ``accept`` when descriptors run out…) as one line per kind."""

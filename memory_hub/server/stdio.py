@@ -89,7 +89,8 @@ def _short(value: Any) -> str:
 
 
 def _check(schema: dict[str, Any], value: Any, where: str) -> str | None:
-    """Why ``value`` does not fit ``schema`` (the subset FastMCP emits for our tools), or None."""
+    """Why ``value`` does not fit ``schema`` (the subset FastMCP emits for our tools), or None;
+    worded as FastMCP words pydantic's errors (``app.argument_error``)."""
     if "anyOf" in schema:
         reasons = [_check(option, value, where) for option in schema["anyOf"]]
         return None if any(r is None for r in reasons) else next(r for r in reasons if r)
@@ -99,9 +100,9 @@ def _check(schema: dict[str, Any], value: Any, where: str) -> str | None:
     if "enum" in schema and value not in schema["enum"]:
         return f"{where}: input should be {' or '.join(map(repr, schema['enum']))} (got {_short(value)})"
     if "minimum" in schema and value < schema["minimum"]:
-        return f"{where}: must be at least {schema['minimum']}, not {value}"
+        return f"{where}: input should be greater than or equal to {schema['minimum']} (got {_short(value)})"
     if "maximum" in schema and value > schema["maximum"]:
-        return f"{where}: must be at most {schema['maximum']}, not {value}"
+        return f"{where}: input should be less than or equal to {schema['maximum']} (got {_short(value)})"
     if kind == "array" and "items" in schema:
         for i, item in enumerate(value):
             reason = _check(schema["items"], item, f"{where}[{i}]")
@@ -232,35 +233,41 @@ class StdioServer:
         raise LookupError(method)
 
     def _call(self, rid: Any, params: dict[str, Any], received: float | None = None) -> None:
-        name = params.get("name") if isinstance(params, dict) else None
-        tool = self.by_name.get(name) if isinstance(name, str) else None
-        if tool is None:
-            self._write({"jsonrpc": "2.0", "id": rid, "result": _failed(f"Unknown tool: {name!r}")})
-            return
-        try:
-            args = arguments(tool, params.get("arguments"))
-        except ValueError as exc:
-            self._write({"jsonrpc": "2.0", "id": rid, "result": _failed(f"invalid arguments for {name}: {exc}")})
-            return
-        started = time.perf_counter()
-        try:
-            check = getattr(self.state, "check_index", None)
-            if check is not None:
-                check()
-            data = CALLS[name](self.state, args)
-        except tools.ToolError as exc:
-            result = _failed(str(exc))
-        except Exception as exc:  # noqa: BLE001 - one line to the client, the traceback to the log
-            log.exception("tool %s failed", name)
-            result = _failed(f"internal error in {name}: {type(exc).__name__}: {exc}")
-        else:
-            done = time.perf_counter()
-            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
-            result = {"content": [{"type": "text", "text": text}], "structuredContent": data, "isError": False}
-            if self._stages and received is not None:
-                result["_meta"] = {STAGES_META: {"queued": _ms(started - received), "tool": _ms(done - started),
-                                                 "encode": _ms(time.perf_counter() - done)}}
+        result = call_result(self.state, self.by_name, params, received if self._stages else None)
         self._write({"jsonrpc": "2.0", "id": rid, "result": result})
+
+
+def call_result(state: ServerState, by_name: dict[str, dict[str, Any]], params: Any,
+                received: float | None = None) -> dict[str, Any]:
+    """The ``tools/call`` result for ``params`` (``name``, ``arguments``), as FastMCP words it: what
+    this server and the HTTP transports' direct path (``direct_http.py``) answer. ``received``: when
+    the request was read (``time.perf_counter()``), to add where the time went in ``_meta``."""
+    name = params.get("name") if isinstance(params, dict) else None
+    tool = by_name.get(name) if isinstance(name, str) else None
+    if tool is None:
+        return _failed(f"Unknown tool: {name!r}")
+    try:
+        args = arguments(tool, params.get("arguments"))
+    except ValueError as exc:
+        return _failed(f"invalid arguments for {name}: {exc}")
+    started = time.perf_counter()
+    try:
+        check = getattr(state, "check_index", None)
+        if check is not None:
+            check()
+        data = CALLS[name](state, args)
+    except tools.ToolError as exc:
+        return _failed(str(exc))
+    except Exception as exc:  # noqa: BLE001 - one line to the client, the traceback to the log
+        log.exception("tool %s failed", name)
+        return _failed(f"internal error in {name}: {type(exc).__name__}: {exc}")
+    done = time.perf_counter()
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    result = {"content": [{"type": "text", "text": text}], "structuredContent": data, "isError": False}
+    if received is not None:
+        result["_meta"] = {STAGES_META: {"queued": _ms(started - received), "tool": _ms(done - started),
+                                         "encode": _ms(time.perf_counter() - done)}}
+    return result
 
 
 def _ms(seconds: float) -> float:
