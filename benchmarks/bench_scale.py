@@ -217,6 +217,8 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
         row["hybrid_graph_p95_ms"] = server["hybrid_graph_ms"]["p95"]
         row["lexical_p95_ms"] = server["lexical_ms"]["p95"]
         row["lexical_filtered_p95_ms"] = server["lexical_filtered_ms"]["p95"]
+    if stage("status"):
+        row.update(recall_restart(vault, env))
     row.update(disk_parts(vault / ".memory_hub"))
     import sqlite3
 
@@ -236,6 +238,29 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
     row["load_after"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(row), file=sys.stderr, flush=True)
     return row
+
+
+_RECALL_LOAD = """import json, resource, sys, time
+from pathlib import Path
+from memory_hub.retrieval.recall_index import RecallIndex
+t, c = time.perf_counter(), time.process_time()
+index = RecallIndex(Path(sys.argv[1]))
+ok = index.load()
+print(json.dumps({"ok": ok, "notes": len(index.data.notes), "s": time.perf_counter() - t, "cpu": time.process_time() - c}))
+"""
+
+
+def recall_restart(vault: Path, env: dict[str, str]) -> dict[str, Any]:
+    """Recall's index read back by a fresh process (its warm restart; the issue's target is 1 s)."""
+    out = subprocess.run([sys.executable, "-c", _RECALL_LOAD, str(vault)], capture_output=True, text=True, env=env,
+                         timeout=600)
+    try:
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"recall_warm_restart_s": None, "recall_warm_restart_error": out.stderr[-300:]}
+    if not got["ok"]:
+        return {"recall_warm_restart_s": None, "recall_warm_restart_error": "no saved recall index"}
+    return {"recall_warm_restart_s": round(got["s"], 2), "recall_warm_restart_cpu_s": round(got["cpu"], 2)}
 
 
 def disk_parts(index: Path) -> dict[str, Any]:

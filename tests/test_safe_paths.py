@@ -251,3 +251,29 @@ def test_usage_log_folder_leading_out(place, kind: str, monkeypatch: pytest.Monk
     assert folded.for_note(store, "home.md") == folded.NONE  # a log outside the vault is not folded
     (outside / "planted.jsonl").unlink()
     outside_untouched(outside)
+
+
+def test_stat_map_is_the_walk(tmp_path: Path) -> None:
+    """``stat_map`` (what a sync compares) holds exactly what ``walk`` yields, in its order, and
+    skips the same things: a symlink out, a loop, a symlinked folder inside seen once, dot-folders."""
+    from memory_hub.vault.walk import stat_map, walk
+
+    vault = tmp_path / "vault"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("no", encoding="utf-8")
+    for rel in ("a.md", "b/c.md", "b/d/e.md", "b/z.png", "f/g.md", ".git/x.md", "h/.hidden.md"):
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text(rel, encoding="utf-8")
+    (vault / "out").symlink_to(outside)
+    (vault / "b" / "loop").symlink_to(vault / "b")
+    (vault / "linked").symlink_to(vault / "f")
+    (vault / "note-link.md").symlink_to(vault / "a.md")
+    walked, mapped = [], []
+    seen = stat_map(vault, mapped)
+    listed = list(walk(vault, walked))
+    assert list(seen) == [st.path for st in listed]
+    assert list(seen.values()) == [(st.mtime_ns, st.size) for st in listed]
+    assert walked == mapped and {s.path for s in walked} == {"out"}
+    assert "a.md" in seen and "note-link.md" in seen and ".git/x.md" not in seen and "h/.hidden.md" not in seen
+    assert ("f/g.md" in seen) != ("linked/g.md" in seen)  # one folder, walked once

@@ -331,3 +331,38 @@ def test_exact_search_runs_openblas_on_one_thread(monkeypatch) -> None:
 
     monkeypatch.setattr(ctypes, "CDLL", no_second_look)
     blas.limit_loaded()  # once per process: a second call is a no-op
+
+
+def test_a_sync_after_an_edit_compares_only_its_notes(vault, embedder, monkeypatch) -> None:
+    """Vectors current before a lexical sync: the vector sync after it looks at that sync's notes
+    only, and ends where a full comparison would; otherwise it compares every note."""
+    path, store = vault
+    asked: list[list[str] | None] = []
+    expected = VectorIndex._expected
+
+    def spy(store_, paths=None):  # noqa: ANN001, ANN202
+        asked.append(None if paths is None else list(paths))
+        return expected(store_, paths)
+
+    monkeypatch.setattr(VectorIndex, "_expected", staticmethod(spy))
+    vi = VectorIndex(path, embedder)
+    (path / "pasta.md").write_text("# Pasta\n\nCarbonara needs guanciale, pecorino and black pepper.\n",
+                                   encoding="utf-8")
+    (path / "db-failover.md").unlink()
+    (path / "new.md").write_text("# New note\n\nA fresh note about rollback windows.\n", encoding="utf-8")
+    report = sync(path, store=store)
+    out = vi.sync(store, progress=False, changes=report)
+    assert asked == [["db-failover.md", "new.md", "pasta.md"]]
+    assert out.notes_due == 2 and out.notes_embedded == 2 and out.notes_deleted == 1 and not out.failed
+    asked.clear()
+    assert vi.coverage(store).ok  # the full comparison agrees
+
+    # a lexical sync the vectors never saw: the next one cannot trust the mark, compares everything
+    (path / "new.md").write_text("# New note\n\nRollback windows, edited once.\n", encoding="utf-8")
+    sync(path, store=store)
+    (path / "pasta.md").write_text("# Pasta\n\nCacio e pepe.\n", encoding="utf-8")
+    later = sync(path, store=store)
+    asked.clear()
+    out = vi.sync(store, progress=False, changes=later)
+    assert asked == [None] and out.notes_due == 2
+    assert vi.coverage(store).ok

@@ -25,15 +25,26 @@ from typing import Any
 from .shell import CliError, print_json, vault_path
 
 
-def build_recall_index(vault: Path) -> dict[str, Any]:
-    """Recall's own index, so the first prompts take the steady-state path instead of building it."""
+def build_recall_index(vault: Path, index: Any = None) -> dict[str, Any]:
+    """Recall's own index, so the first prompts take the steady-state path instead of building it.
+    ``index``: one the sync already filled (``recall_for_sync``): only what it did not parse is read."""
+    from ..retrieval.recall import RecallIndex
+
+    if index is None:
+        index = RecallIndex(vault)
+        index.load()
+    stats = dict(index.refresh())
+    stats["notes"] = len(index.data.notes)
+    return stats
+
+
+def recall_for_sync(vault: Path) -> Any:
+    """Recall's index, loaded, to be filled by a sync's ``note_hook`` (one parse of each note)."""
     from ..retrieval.recall import RecallIndex
 
     index = RecallIndex(vault)
     index.load()
-    stats = dict(index.refresh())
-    stats["notes"] = len(index.data.notes)
-    return stats
+    return index
 
 
 def _recall_summary(stats: dict[str, Any]) -> str:
@@ -91,12 +102,14 @@ def cmd_index(args: argparse.Namespace) -> int:
     from ..index.sync import SyncInterrupted, sync
 
     vault = vault_path(args)
+    recall_index = recall_for_sync(vault)
     try:
-        report = sync(vault, rebuild=args.rebuild, progress=False if args.json else None)
+        report = sync(vault, rebuild=args.rebuild, progress=False if args.json else None,
+                      note_hook=recall_index.note_hook())
     except SyncInterrupted as exc:
         print(f"interrupted: {exc.report.summary()}; run `memory-hub index` again to finish", file=sys.stderr)
         return 130
-    recall = build_recall_index(vault)
+    recall = build_recall_index(vault, recall_index)
     code, vectors = 0, {}
     if not args.json:
         print(f"indexed {vault}: {report.summary()}; {_recall_summary(recall)}")

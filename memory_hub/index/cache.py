@@ -20,9 +20,17 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-_STAMP_SQL = ("SELECT (SELECT file FROM pragma_database_list WHERE name = 'main'), "
-              "(SELECT group_concat(key || '=' || value, ';') FROM "
-              "(SELECT key, value FROM meta WHERE key IN ('notes_changed_at', 'links_resolved_at') ORDER BY key))")
+STAMP_KEYS = ("links_resolved_at", "notes_changed_at")  # meta keys whose values make the stamp
+
+
+def _stamp_sql(keys: tuple[str, ...]) -> str:
+    listed = ", ".join(f"'{k}'" for k in sorted(keys))
+    return ("SELECT (SELECT file FROM pragma_database_list WHERE name = 'main'), "
+            "(SELECT group_concat(key || '=' || value, ';') FROM "
+            f"(SELECT key, value FROM meta WHERE key IN ({listed}) ORDER BY key))")
+
+
+_STAMP_SQL = _stamp_sql(STAMP_KEYS)
 _values: dict[tuple[str, str], tuple[str, Any]] = {}
 _lock = threading.Lock()
 
@@ -50,22 +58,27 @@ def pinned(conn: sqlite3.Connection) -> dict[str, Any] | None:
     return _pin.seen if getattr(_pin, "conn", None) is conn else None  # type: ignore[no-any-return]
 
 
-def stamp(conn: sqlite3.Connection) -> tuple[str, str]:
-    """(the index file, what its last change was): equal stamps, equal notes and links."""
+def stamp(conn: sqlite3.Connection, keys: tuple[str, ...] = STAMP_KEYS) -> tuple[str, str]:
+    """(the index file, what its last change was): equal stamps, equal notes and links.
+    ``keys``: the meta keys read (the default: every note and link change)."""
     seen = pinned(conn)
-    if seen is not None and "stamp" in seen:
-        return seen["stamp"]  # type: ignore[no-any-return]
-    db, changed = conn.execute(_STAMP_SQL).fetchone()
+    slot = "stamp" if keys == STAMP_KEYS else "stamp:" + ",".join(keys)
+    if seen is not None and slot in seen:
+        return seen[slot]  # type: ignore[no-any-return]
+    db, changed = conn.execute(_STAMP_SQL if keys == STAMP_KEYS else _stamp_sql(keys)).fetchone()
     found = (str(db), str(changed))
     if seen is not None:
-        seen["stamp"] = found
+        seen[slot] = found
     return found
 
 
-def cached(conn: sqlite3.Connection, name: str, build: Callable[[sqlite3.Connection], T]) -> T:
+def cached(conn: sqlite3.Connection, name: str, build: Callable[[sqlite3.Connection], T],
+           keys: tuple[str, ...] = STAMP_KEYS) -> T:
     """``build(conn)``, kept per process and index file under ``name`` until the stamp moves.
-    Treat the value as read-only: every thread of the process shares it."""
-    db, now = stamp(conn)
+    ``keys``: the meta keys that stamp it (a value that depends on less than every note, such as
+    the link resolver on paths and aliases only, names its own). Treat the value as read-only:
+    every thread of the process shares it."""
+    db, now = stamp(conn, keys)
     with _lock:
         hit = _values.get((db, name))
     if hit is not None and hit[0] == now:

@@ -25,12 +25,19 @@ from .terms import words_text
 BOILERPLATE_NOTES = 4  # notes a lead may open before it says nothing about any one of them
 
 
+def _count_leads(conn: sqlite3.Connection, where: str = "1", params: tuple[object, ...] = (),
+                 having: str = "1") -> dict[str, int]:
+    """{lower(lead): how many notes (``n``) have it}, over the notes ``where`` selects: the one
+    grouped query over the leads' JSON that every count here is."""
+    rows = conn.execute(
+        f"SELECT lower(j.value), count(DISTINCT n.id) FROM notes n, json_each(n.leads) j WHERE {where} "
+        f"GROUP BY 1 HAVING {having}", params)
+    return {r[0]: int(r[1]) for r in rows}
+
+
 def boilerplate(conn: sqlite3.Connection, threshold: int = BOILERPLATE_NOTES) -> set[str]:
     """Leads (lower-cased) that open ``threshold`` or more notes."""
-    rows = conn.execute(
-        "SELECT lower(j.value) AS lead FROM notes n, json_each(n.leads) j GROUP BY lead "
-        "HAVING count(DISTINCT n.id) >= ?", (threshold,))
-    return {r[0] for r in rows}
+    return set(_count_leads(conn, params=(threshold,), having="count(DISTINCT n.id) >= ?"))
 
 
 def choose(leads: list[str], common: set[str]) -> str:
@@ -62,10 +69,7 @@ _ESCAPED = frozenset('"\\') | frozenset(chr(i) for i in range(32))  # what JSON 
 
 def lead_counts(conn: sqlite3.Connection, paths: list[str]) -> dict[str, int]:
     """{lower(lead): notes among ``paths`` that have it}: taken before and after a sync writes them."""
-    rows = conn.execute(
-        "SELECT lower(j.value), count(DISTINCT n.id) FROM notes n, json_each(n.leads) j "
-        "WHERE n.path IN (SELECT value FROM json_each(?)) GROUP BY 1", (json.dumps(paths),))
-    return {r[0]: int(r[1]) for r in rows}
+    return _count_leads(conn, "n.path IN (SELECT value FROM json_each(?))", (json.dumps(paths),))
 
 
 def _notes_with(conn: sqlite3.Connection, leads: set[str]) -> dict[str, int] | None:
@@ -80,11 +84,9 @@ def _notes_with(conn: sqlite3.Connection, leads: set[str]) -> dict[str, int] | N
     likes = " OR ".join(["n.leads LIKE ? ESCAPE '\\'"] * len(leads))
     ordered = sorted(leads)
     patterns = ["%" + lead.replace("%", "\\%").replace("_", "\\_") + "%" for lead in ordered]
-    rows = conn.execute(
-        f"SELECT lower(j.value), count(DISTINCT n.id) FROM notes n, json_each(n.leads) j WHERE ({likes})"
-        " AND lower(j.value) IN (SELECT value FROM json_each(?)) GROUP BY 1", (*patterns, json.dumps(ordered)))
     counts = dict.fromkeys(leads, 0)
-    counts.update({r[0]: int(r[1]) for r in rows})
+    counts.update(_count_leads(conn, f"({likes}) AND lower(j.value) IN (SELECT value FROM json_each(?))",
+                               (*patterns, json.dumps(ordered))))
     return counts
 
 

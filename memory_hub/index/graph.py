@@ -44,35 +44,25 @@ def write_links(conn: sqlite3.Connection, note_id: int, source_path: str, links:
 
 
 PATHS_STAMP = "paths_stamp"  # meta: changes in the transaction that changes any note's path or aliases
-_resolvers: dict[tuple[str, str], Resolver] = {}  # (index file, paths stamp) → the resolver built for it
+
+
+def _resolver(conn: sqlite3.Connection) -> Resolver:
+    rows = conn.execute("SELECT path, aliases FROM notes").fetchall()
+    return Resolver((r[0] for r in rows), {r[0]: json.loads(r[1]) for r in rows if r[1] != "[]"})
 
 
 def build_resolver(conn: sqlite3.Connection) -> Resolver:
     """A resolver over the index's notes. Kept per process while no path or alias changes (the
-    ``PATHS_STAMP`` meta): building one reads every note, ~1 s of CPU at 100k notes, which a
-    server's watcher paid on every edit."""
+    ``PATHS_STAMP`` meta, through ``cache.cached``): building one reads every note, ~1 s of CPU at
+    100k notes, which a server's watcher paid on every edit."""
     own = not conn.in_transaction  # the stamp and the notes from one snapshot
     if own:
         conn.execute("BEGIN")
     try:
-        stamp = conn.execute("SELECT value FROM meta WHERE key = ?", (PATHS_STAMP,)).fetchone()
-        key = None
-        if stamp is not None:
-            db = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
-            key = (db, stamp[0])
-            hit = _resolvers.get(key)
-            if hit is not None:
-                return hit
-        rows = conn.execute("SELECT path, aliases FROM notes").fetchall()
+        return cache.cached(conn, "link_resolver", _resolver, keys=(PATHS_STAMP,))
     finally:
         if own:
             conn.execute("COMMIT")
-    resolver = Resolver((r[0] for r in rows), {r[0]: json.loads(r[1]) for r in rows if r[1] != "[]"})
-    if key is not None and key[0]:
-        for old in [k for k in list(_resolvers) if k[0] == key[0]]:
-            _resolvers.pop(old, None)  # threads of a server may race here
-        _resolvers[key] = resolver
-    return resolver
 
 
 def resolve_all(conn: sqlite3.Connection) -> int:

@@ -64,6 +64,52 @@ def write_note(conn: sqlite3.Connection, note_id: int, note: Note, rows: Rows | 
 def delete_note(conn: sqlite3.Connection, note_id: int) -> None:
     conn.execute("DELETE FROM fts_trigram WHERE rowid = ?", (note_id,))
     conn.execute("DELETE FROM fts_words WHERE rowid = ?", (note_id,))
+    conn.execute("DELETE FROM fts_pending WHERE rowid = ?", (note_id,))
+
+
+# -- a bulk sync's rows, written once ---------------------------------------------------------------
+#
+# A note's description is chosen after a sync, from every note's leads (index/describe.py), and
+# FTS5 cannot update one column: changing it deletes and re-inserts the whole row, body included.
+# On the generated 100k vault 38% of the notes open with a shared passage, so a cold index wrote
+# their rows twice. A bulk sync stages each note's rows in ``fts_pending`` (a plain table,
+# committed with the note, so a stopped sync leaves them for the next one) and moves them into both
+# FTS tables once the descriptions are chosen, with the description the notes table then holds.
+
+def stage_note(conn: sqlite3.Connection, note_id: int, note: Note, rows: Rows | None = None) -> None:
+    """``write_note`` for a bulk sync: the rows wait in ``fts_pending`` for ``flush_pending``."""
+    delete_note(conn, note_id)
+    if not note.ranked:
+        return
+    cols, words = rows if rows is not None else note_rows(note)
+    conn.execute("INSERT INTO fts_pending VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (note_id, *cols, *words))
+
+
+def has_pending(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM fts_pending LIMIT 1").fetchone() is not None
+
+
+_FLUSH = """INSERT INTO {table}(rowid, title, aliases, tags, description, body)
+SELECT p.rowid, p.{c}title, p.{c}aliases, p.{c}tags, {description}, p.{c}body
+  FROM fts_pending p JOIN notes n ON n.id = p.rowid WHERE p.rowid <= ? ORDER BY p.rowid"""
+
+
+def flush_pending(conn: sqlite3.Connection, rows: int = 5000) -> int:
+    """Move up to ``rows`` staged rows (lowest ids first) into both FTS tables, each with its note's
+    current description; returns how many were moved. Call inside a write transaction, after the
+    descriptions are chosen."""
+    last = conn.execute("SELECT max(rowid), count(*) FROM (SELECT rowid FROM fts_pending ORDER BY rowid LIMIT ?)",
+                        (rows,)).fetchone()
+    if not last or last[0] is None:
+        return 0
+    conn.create_function("mh_words_text", 1, words_text, deterministic=True)
+    conn.execute(_FLUSH.format(table="fts_trigram", c="t_", description="n.description"), (last[0],))
+    # the words form of a description that changed since it was staged is made again
+    words_description = "CASE WHEN n.description = p.t_description THEN p.w_description" \
+                        " ELSE mh_words_text(n.description) END"
+    conn.execute(_FLUSH.format(table="fts_words", c="w_", description=words_description), (last[0],))
+    conn.execute("DELETE FROM fts_pending WHERE rowid <= ?", (last[0],))
+    return int(last[1])
 
 
 @dataclass(frozen=True)

@@ -333,11 +333,14 @@ class VectorIndex:
 
     # -- sync --------------------------------------------------------------------------------------
 
-    def _state(self, table: Any) -> dict[str, set[str]]:
-        """{path: {note hashes its rows were made from}}."""
-        if table is None:
+    def _state(self, table: Any, paths: list[str] | None = None) -> dict[str, set[str]]:
+        """{path: {note hashes its rows were made from}} (of ``paths`` only, when given)."""
+        if table is None or paths == []:
             return {}
-        data = self._read(table, ["path", "note_hash"])
+        where = None
+        if paths is not None:
+            where = "path IN (" + ", ".join(_quote(p) for p in paths) + ")"
+        data = self._read(table, ["path", "note_hash"], where)
         if data.num_rows:  # one (path, hash) pair per note, not per row, reaches Python
             data = data.group_by(["path", "note_hash"]).aggregate([])
         state: dict[str, set[str]] = {}
@@ -346,11 +349,16 @@ class VectorIndex:
         return state
 
     @staticmethod
-    def _expected(store: Store) -> dict[str, tuple[int, str]]:
-        """Notes that should have vectors: {path: (note id, note_key)} — the lexically ranked notes."""
+    def _expected(store: Store, paths: list[str] | None = None) -> dict[str, tuple[int, str]]:
+        """Notes that should have vectors: {path: (note id, note_key)} — the lexically ranked notes
+        (among ``paths``, when given)."""
         cur = store.conn.cursor()
         cur.row_factory = None  # plain tuples: this runs over every note on every vector sync
-        rows = cur.execute("SELECT id, path, hash, title, description FROM notes WHERE ranked = 1").fetchall()
+        sql = "SELECT id, path, hash, title, description FROM notes WHERE ranked = 1"
+        if paths is None:
+            rows = cur.execute(sql).fetchall()
+        else:
+            rows = cur.execute(sql + " AND path IN (SELECT value FROM json_each(?))", (json.dumps(paths),)).fetchall()
         return {path: (note_id, note_key(digest, title, description)) for note_id, path, digest, title, description
                 in rows}
 
@@ -375,14 +383,21 @@ class VectorIndex:
         return note_passages(row["title"], row["body"] or "", self.embedder.count_tokens, self.embedder.max_tokens,
                              description=row["description"] or "")
 
-    def sync(self, store: Store, progress: bool | None = None) -> VectorReport:
-        """Embed the notes whose vectors are missing or stale, sweep the rest. Ctrl-C keeps finished groups."""
+    def sync(self, store: Store, progress: bool | None = None, changes: Any = None) -> VectorReport:
+        """Embed the notes whose vectors are missing or stale, sweep the rest. Ctrl-C keeps finished groups.
+
+        ``changes``: the ``SyncReport`` of the lexical sync just run. When the vectors were current
+        right before it (``_only_paths``), only its notes are compared, not every note of the vault
+        (a watcher's edit at 100k notes diffed 100k keys against the table's every row)."""
         started = time.monotonic()
         report = VectorReport(self.key)
         with self._write_lock():
             notes_stamp = store.get_meta(NOTES_CHANGED, "")
+            paths = self._only_paths(store, changes)
+            if paths is not None:
+                notes_stamp = changes.notes_after
             try:
-                self._sync_locked(store, report, progress)
+                self._sync_locked(store, report, progress, paths)
             except KeyboardInterrupt:
                 report.interrupted = True
             finally:
@@ -478,7 +493,25 @@ class VectorIndex:
         with store.transaction() as conn:
             store.set_meta(conn, META_CURRENT, json.dumps(mark))
 
-    def _sync_locked(self, store: Store, report: VectorReport, progress: bool | None) -> None:
+    def _only_paths(self, store: Store, changes: Any) -> list[str] | None:
+        """The paths a vector sync after ``changes`` must look at, or None (look at every note): the
+        last complete vector sync's mark says the vectors were current at ``changes.notes_before``,
+        with this embedder and this table as it still is, and ``changes`` rewrote no description
+        outside its own notes."""
+        if changes is None or not getattr(changes, "notes_before", "") or not changes.descriptions_local:
+            return None
+        try:
+            mark = json.loads(store.get_meta(META_CURRENT) or "{}")
+        except ValueError:
+            return None
+        if (mark.get("notes") != changes.notes_before or mark.get("fingerprint") != self.fingerprint
+                or mark.get("table") != self.name or not mark.get("lance")
+                or mark.get("lance") != table_stamp(self.dir, self.name)):
+            return None
+        return changes.paths()
+
+    def _sync_locked(self, store: Store, report: VectorReport, progress: bool | None,
+                     paths: list[str] | None = None) -> None:
         db = self._connect()
         names = self._table_names()
         legacy_names = [table_name(self.key, prefix) for prefix in LEGACY_PREFIXES]
@@ -491,8 +524,8 @@ class VectorIndex:
             report.migrated = {"from": "chunks (layout 1)", "reused": 0, "done": False}
         self._legacy = legacy
         table = self._table(create=True)
-        expected = self._expected(store)
-        state = self._state(table)
+        expected = self._expected(store, paths)
+        state = self._state(table, paths)
         gone = [p for p in state if p not in expected]
         if gone:
             for i in range(0, len(gone), 200):

@@ -20,10 +20,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from ..config import index_dir
 from ..index.terms import HAN, HANGUL, HIRAGANA, KATAKANA, STOPWORDS, is_identifier, normalize
-from ..vault.notes import UNRANKED_KINDS, parse_note
+from ..vault.notes import UNRANKED_KINDS, Note, parse_note
 from ..vault.walk import FileStat, OutsideVault, UnreadableNote, read_note_text, safe_path, walk
 
 INDEX_VERSION = 6  # 5: usage counters left the notes (and this index); 6: titles and templates as parse_note reads them now
@@ -120,7 +121,12 @@ class _Data:
 
 def note_info(path: str, text: str) -> tuple[NoteInfo, dict[str, float]]:
     """Everything recall needs from one note (names, links) and its weighted terms."""
-    note = parse_note(path, text)
+    return info_of_note(path, parse_note(path, text))
+
+
+def info_of_note(path: str, note: Note) -> tuple[NoteInfo, dict[str, float]]:
+    """``note_info`` of a note already parsed (by the sync: ``sync.NoteHook``, so a cold index
+    reads and parses each file once for both indexes)."""
     weights: dict[str, float] = {}
 
     def add(terms: Iterable[str], w: float) -> None:
@@ -224,6 +230,22 @@ class RecallIndex:
         self.data.notes[path] = info
         for t, w in weights.items():
             self.data.postings.setdefault(t, {})[path] = w
+
+    def take(self, stat: FileStat, found: tuple[NoteInfo, dict[str, float]]) -> None:
+        """One note the sync parsed (``info_of_note`` in its worker), as ``refresh`` would add it."""
+        info, weights = found
+        weights = {sys.intern(t): w for t, w in weights.items()}  # one object per term, as refresh does
+        info.terms = tuple(weights)
+        with self._lock:
+            self._remove(stat.path)
+            self._add(stat.path, info, weights)
+            self.data.files[stat.path] = (stat.mtime_ns, stat.size)
+            self._invalidate()
+            self._unsaved = True
+
+    def note_hook(self) -> tuple[Any, Any]:
+        """A ``sync.NoteHook`` that fills this index from the notes a sync parses."""
+        return info_of_note, self.take
 
     def refresh(self, deadline: float | None = None, only: Iterable[str] | None = None) -> dict[str, int]:
         """Stat the vault (or just ``only``) and re-parse what changed; save when anything did.

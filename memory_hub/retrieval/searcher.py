@@ -117,15 +117,16 @@ class Searcher:
         if "rerank" in self.mode:
             _ = self.reranker
 
-    def sync_vectors(self, progress: bool | None = None) -> VectorReport:
-        """Embed what changed since the last run (see ``VectorIndex.sync``). When nothing changed
-        since the last complete run, says so without loading the model or opening the table."""
+    def sync_vectors(self, progress: bool | None = None, changes: Any = None) -> VectorReport:
+        """Embed what changed since the last run (see ``VectorIndex.sync``; ``changes``: the lexical
+        sync's report, so only its notes are compared). When nothing changed since the last complete
+        run, says so without loading the model or opening the table."""
         if self._vectors is None:
             fingerprint = self._fingerprint()
             key = current_embedder(self.store, fingerprint) if fingerprint else None
             if key is not None:
                 return VectorReport(key)
-        return self.vectors.sync(self.store, progress=progress)
+        return self.vectors.sync(self.store, progress=progress, changes=changes)
 
     def coverage(self) -> Coverage:
         """Vector coverage; answered from the last complete sync's stamp when nothing changed since."""

@@ -161,7 +161,7 @@ class ServerState:
         if not self.models_ready.is_set() or self.models_error or not self.vectors_enabled():
             return None
         with self._vector_lock:
-            out = self.searcher.sync_vectors(progress=False)
+            out = self.searcher.sync_vectors(progress=False, changes=report)
         self._rebuild_vectors = False
         return out
 

@@ -1,0 +1,69 @@
+"""Recall's index filled from the notes a sync parsed (``sync.NoteHook``) equals the one it builds
+by reading every file itself; the hook never changes the SQLite index."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from memory_hub.config import template_dir
+from memory_hub.index.store import Store
+from memory_hub.index.sync import sync
+from memory_hub.retrieval.recall_index import RecallIndex
+
+
+def _vault(root: Path, n: int) -> Path:
+    shutil.copytree(template_dir(), root)
+    (root / "bulk").mkdir()
+    for i in range(n):
+        (root / "bulk" / f"note-{i:03d}.md").write_text(
+            f"---\ntitle: Bulk note {i}\naliases: [b{i}]\ntags: [bulk, t{i % 3}]\n---\n"
+            f"Shared opening line.\n\nLinks to [[note-{(i + 1) % n:03d}]]; word{i % 5} 認証 手順 deploys.\n",
+            encoding="utf-8")
+    (root / "bulk" / "broken.md").write_text("---\ntitle: [unclosed\n---\nbody\n", encoding="utf-8")
+    return root
+
+
+def _contents(index: RecallIndex) -> tuple:
+    d = index.data
+    return (d.files, {p: vars(i) for p, i in d.notes.items()}, d.postings)
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_recall_index_from_the_sync_equals_its_own_build(tmp_path: Path, workers: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_HUB_INDEX_WORKERS", workers)
+    monkeypatch.setenv("MEMORY_HUB_PARALLEL_FROM", "10")
+    own_vault = _vault(tmp_path / "own", 40)
+    hooked_vault = tmp_path / "hooked"
+    shutil.copytree(own_vault, hooked_vault)
+
+    sync(own_vault, progress=False)
+    own = RecallIndex(own_vault)
+    own.refresh()
+
+    hooked = RecallIndex(hooked_vault)
+    parsed: list[str] = []
+
+    def take(stat, found) -> None:  # noqa: ANN001 - as the hook is called
+        parsed.append(stat.path)
+        hooked.take(stat, found)
+
+    derive = hooked.note_hook()[0]
+    sync(hooked_vault, progress=False, note_hook=(derive, take))
+    assert len(parsed) >= 40  # the sync handed over the notes it parsed
+    stats = hooked.refresh()  # reads only what the sync did not hand over
+    assert stats["changed"] < len(parsed)
+    assert _contents(hooked) == _contents(own)
+
+    # the SQLite index is the one a sync without the hook builds
+    def notes(v: Path) -> list[tuple]:
+        return [tuple(r) for r in Store(v).conn.execute(
+            "SELECT path, title, description, kind, tags, hash FROM notes ORDER BY path")]
+    assert notes(hooked_vault) == notes(own_vault)
+
+    # saved and loaded back whole
+    again = RecallIndex(hooked_vault)
+    assert again.load() and _contents(again) == _contents(own)
