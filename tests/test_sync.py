@@ -348,3 +348,39 @@ def test_worker_map_finishes_in_process_when_its_workers_die(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == str(sum(abs(i) for i in range(-50, 50)))
     assert "index workers stopped" in proc.stderr
+
+
+def test_a_bulk_update_stopped_midway_never_hides_indexed_notes_from_search(tmp_path: Path, monkeypatch) -> None:
+    """A pull that rewrites many notes is a bulk sync; the notes already indexed must stay
+    searchable while it runs and after it is stopped (only new notes' rows may wait, staged)."""
+    from memory_hub.index import sync as sync_module
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for i in range(60):
+        (vault / f"n{i:02d}.md").write_text(f"# Note {i}\n\nmarker{i}x body text\n", encoding="utf-8")
+    store = Store(vault)
+    sync(vault, store=store)
+    for i in range(60):  # every note edited (its marker word kept), plus new notes
+        (vault / f"n{i:02d}.md").write_text(f"# Note {i}\n\nmarker{i}x body text, edited\n", encoding="utf-8")
+    for i in range(60, 70):
+        (vault / f"n{i:02d}.md").write_text(f"# Note {i}\n\nmarker{i}x new\n", encoding="utf-8")
+    monkeypatch.setattr(sync_module, "BATCH_NOTES", 10)  # commits every 10 notes, as a big pull's batches do
+    taken = []
+
+    def take(_stat, _derived) -> None:
+        taken.append(1)
+        if len(taken) == 45:
+            raise KeyboardInterrupt
+
+    with pytest.raises(sync_module.SyncInterrupted) as stopped:
+        sync(vault, store=store, note_hook=(lambda _path, _note: 1, take))
+    assert stopped.value.report.interrupted and len(taken) == 45
+    assert_consistent(store, settled=False)
+    for i in range(60):
+        hits = [h.path for h in search(store, f"marker{i}x", k=3, mode="lexical").hits]
+        assert f"n{i:02d}.md" in hits, (i, hits)
+    sync(vault, store=store)  # the next sync finishes the job
+    assert_consistent(store)
+    for i in range(70):
+        assert f"n{i:02d}.md" in [h.path for h in search(store, f"marker{i}x", k=3, mode="lexical").hits]

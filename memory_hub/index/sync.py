@@ -161,7 +161,8 @@ def _upsert(store: Store, conn: sqlite3.Connection, note: Note, stat: FileStat, 
             resolver: graph.Resolver | Callable[[], graph.Resolver] | None, old_path: str | None = None,
             rows: lexical.Rows | None = None, reuse_links: bool = False, staged: bool = False) -> int:
     """Write one note (row, lexical rows, links, problems) inside the caller's transaction.
-    ``staged``: the lexical rows wait for the descriptions (``lexical.stage_note``)."""
+    ``staged``: a new note's lexical rows wait for the descriptions (``lexical.stage_note``); a
+    note already indexed is rewritten in place, so it stays searchable while a bulk sync runs."""
     stat = _trusted(stat)
     row = conn.execute("SELECT id, aliases FROM notes WHERE path = ?", (old_path or note.path,)).fetchone()
     aliases = json.dumps(note.aliases, ensure_ascii=False)
@@ -188,7 +189,7 @@ def _upsert(store: Store, conn: sqlite3.Connection, note: Note, stat: FileStat, 
             values,
         )
         note_id = int(cur.lastrowid)
-    (lexical.stage_note if staged else lexical.write_note)(conn, note_id, note, rows)
+    (lexical.stage_note if staged and row is None else lexical.write_note)(conn, note_id, note, rows)
     # an edit in place keeps the targets of the links it already had (nothing they point to moved)
     graph.write_links(conn, note_id, note.path, note.links, resolver, reuse=reuse_links and row is not None
                       and old_path is None)
@@ -587,11 +588,14 @@ def _sync_files(vault: Path, store: Store, report: SyncReport, progress: bool | 
                     and chosen_before else None)
     # the known hash lets a worker skip parsing a touched file; a new parser re-reads them all
     notes = [(st, hashes.get(st.path) if not reparse else None) for st in todo if st.is_note]
-    # Many notes to write (a cold index, a big pull): their lexical rows wait for the descriptions,
-    # so each FTS row is written once, and the writes skip the fsyncs and use a bigger page cache
-    # (the index is a cache: a power cut mid-build means `memory-hub index --rebuild`).
+    # Many notes to write (a cold index, a big pull): the new ones' lexical rows wait for the
+    # descriptions, so each FTS row is written once (a note already indexed keeps its rows, so a
+    # pull never hides it from search while the sync runs). A cold build also skips the fsyncs and
+    # uses a bigger page cache: a power cut there means `memory-hub index --rebuild`; a warm index
+    # keeps SQLite's durability, since a half-written page after a crash would go unnoticed.
     bulk = len(notes) > describe.FEW_NOTES
-    with _bulk_pragmas(conn, bulk), Progress(len(todo), "indexing", enabled=progress if progress is not None else None) as bar, \
+    cold = bulk and not known and only is None  # ``known`` is every indexed note's stamp here
+    with _bulk_pragmas(conn, cold), Progress(len(todo), "indexing", enabled=progress if progress is not None else None) as bar, \
             _Batch(store) as batch:
         for st in todo:
             if st.is_note:
@@ -665,7 +669,7 @@ def _sync_files(vault: Path, store: Store, report: SyncReport, progress: bool | 
             store.set_meta(c, DESCRIPTIONS_PENDING, "0")
     # staged lexical rows (this sync's, or a stopped one's) into FTS, a group per transaction
     if bulk or lexical.has_pending(conn):
-        with _bulk_pragmas(conn, True):
+        with _bulk_pragmas(conn, cold):
             while True:
                 with store.transaction() as c:
                     moved = lexical.flush_pending(c, FLUSH_ROWS)
@@ -681,7 +685,7 @@ def _sync_files(vault: Path, store: Store, report: SyncReport, progress: bool | 
     elif only is None:
         with store.transaction() as c:
             store.set_meta(c, "last_sync", str(time.time()))
-    if bulk and not known and only is None:
+    if cold:
         _compact(conn)
 
 
@@ -691,5 +695,7 @@ def _compact(conn: sqlite3.Connection) -> None:
     shrinks to what the answers need. A reader holding the file open only makes it wait, then skip."""
     try:
         conn.execute("VACUUM")
+        # in WAL mode VACUUM writes the whole new file into the log: give that space back now
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     except sqlite3.OperationalError as exc:  # busy: the index is right as it is, only larger
         log.warning("index left uncompacted after a cold build: %s", exc)

@@ -48,7 +48,7 @@ import numpy as np
 
 from ..locks import file_lock
 from ..progress import Progress
-from . import blas, cache
+from . import blas, cache, lexical
 from .chunks import Chunk, note_passages
 from .embed import Embedder
 from .lexical import Filters
@@ -405,7 +405,10 @@ class VectorIndex:
                 self._bump(store)
             if not report.interrupted and not report.failed:
                 self._maintain_ann(store, report)
-                self._mark_current(store, notes_stamp)
+                # notes whose lexical rows a stopped bulk sync left staged had no text to embed
+                # (``chunks_for`` reads the FTS rows): not current, so the next sync compares all
+                if not lexical.has_pending(store.conn):
+                    self._mark_current(store, notes_stamp)
         return report
 
     # -- the ANN index -----------------------------------------------------------------------------
