@@ -347,6 +347,12 @@ def _answers(port: int) -> dict:
             "name": "search", "arguments": {"query": "x"}}}, "not-a-session").status_code
         out["no_json_accepted"] = _post(client, url, {"jsonrpc": "2.0", "id": 91, "method": "tools/call", "params": {
             "name": "search", "arguments": {"query": "x"}}}, session, accept="text/event-stream").status_code
+        # hostile bodies on a live session: whatever FastMCP answers, never a 500 from the direct path
+        out["nested_json"] = client.post(url, content=b"[" * 100_000, headers={
+            "Accept": "application/json, text/event-stream", "content-type": "application/json",
+            "mcp-protocol-version": "2025-06-18", "mcp-session-id": session}).status_code
+        out["name_not_a_string"] = _post(client, url, {"jsonrpc": "2.0", "id": 93, "method": "tools/call", "params": {
+            "name": ["search"], "arguments": {"query": "x"}}}, session).status_code
         out["deleted"] = client.delete(url, headers={"mcp-session-id": session,
                                                      "mcp-protocol-version": "2025-06-18"}).status_code
         out["after_delete"] = _post(client, url, {"jsonrpc": "2.0", "id": 92, "method": "tools/call", "params": {
@@ -378,6 +384,7 @@ def test_read_only_calls_answered_directly_as_fastmcp_answers_them(vault: Path) 
     assert direct == through_fastmcp
     assert direct["search-15"][0] and "k" in direct["search-15"][1]["text"]  # bad arguments: one line, as FastMCP
     assert direct["unknown_session"] == 404 and direct["no_json_accepted"] == 406 and direct["after_delete"] == 404
+    assert direct["nested_json"] < 500 and direct["name_not_a_string"] < 500
     assert found["results"] and wrote["path"] and (vault / wrote["path"]).is_file()
     # fastmcp 4's client speaks the sessionless 2026 revision: the SDK's own path answers it whole
     assert after_client == calls

@@ -91,6 +91,8 @@ class DirectCalls:
             return
         body, complete = await _read_body(receive)
         message = self._call_of(body) if complete else None
+        if message is not None and self._live_session(scope) is not transport:
+            message = None  # the session ended while the body arrived: the SDK says 404
         if message is None:
             await self.app(scope, _replay(body, complete, receive), send)
             return
@@ -127,7 +129,7 @@ class DirectCalls:
         """The request when it is one JSON-RPC ``tools/call`` of a read-only tool, else None."""
         try:
             msg = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # bad or absurdly nested JSON: the SDK answers it (400)
             return None
         if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or msg.get("method") != "tools/call":
             return None
@@ -135,7 +137,9 @@ class DirectCalls:
         params = msg.get("params")
         if isinstance(rid, bool) or not isinstance(rid, (str, int)) or not isinstance(params, dict):
             return None
-        if params.get("name") not in self.read_only or not isinstance(params.get("arguments", {}), (dict, type(None))):
+        name = params.get("name")
+        if (not isinstance(name, str) or name not in self.read_only
+                or not isinstance(params.get("arguments", {}), (dict, type(None)))):
             return None
         return msg
 
@@ -190,10 +194,10 @@ async def _read_body(receive: Receive) -> tuple[bytes, bool]:
         chunk = message.get("body", b"")
         parts.append(chunk)
         size += len(chunk)
+        if size > MAX_BODY:  # before "complete": an oversized body is the SDK's to refuse (413)
+            return b"".join(parts), False
         if not message.get("more_body", False):
             return b"".join(parts), True
-        if size > MAX_BODY:
-            return b"".join(parts), False
 
 
 def _replay(body: bytes, complete: bool, receive: Receive) -> Receive:
