@@ -476,8 +476,9 @@ def _generation(conn: sqlite3.Connection) -> str:
             stamps.append("-")
     stamp = ":".join(stamps)
     if _df_generation.get(db) != stamp:  # the index changed: every count of this file is stale
-        for key in [k for k in _df_cache if k[0] == db]:
-            del _df_cache[key]
+        # list(): the vector channel's thread may add a count meanwhile (a dict changing size mid-loop)
+        for key in [k for k in list(_df_cache) if k[0] == db]:
+            _df_cache.pop(key, None)
         _df_generation[db] = stamp
     if seen is not None:
         seen["generation"] = db
