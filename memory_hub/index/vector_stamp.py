@@ -1,7 +1,7 @@
 """Is the vector index current? Answered from the SQLite meta table and one ``stat``.
 
 A complete vector sync records what it saw (``vectors.VectorIndex._mark_current``): the notes'
-change stamp, the embedder and the table's version folder. While all three still hold, nothing is
+change stamp, the embedder, the passage layout and the table's version folder. While all still hold, nothing is
 due, so a no-change ``memory-hub sync``, ``status`` and ``vectors --coverage`` can answer without
 numpy, LanceDB or a model (each costs from a tenth of a second to seconds per process). This module
 imports none of them; ``vectors.py`` writes the stamp and re-exports these names.
@@ -19,6 +19,9 @@ from .sync import NOTES_CHANGED
 
 META_VERSION = "vectors_version"  # per table: bumped by every vector write (searchers reload on it)
 META_CURRENT = "vectors_current"  # what the last complete vector sync saw
+# The passage layout (``vectors.note_key``); a mark made under another layout is not current, so
+# an upgrade that changes what is embedded re-embeds instead of calling the old vectors fresh.
+PASSAGES_VERSION = "3"  # 3: sentence windows of short notes (chunks.sentence_windows)
 
 
 def lancedb_dir(vault: Path) -> Path:
@@ -49,7 +52,8 @@ def current_embedder(store: Store, fingerprint: str) -> str | None:
         mark = json.loads(raw)
     except ValueError:
         return None
-    if (mark.get("fingerprint") != fingerprint or mark.get("notes") != store.get_meta(NOTES_CHANGED, "")
+    if (mark.get("fingerprint") != fingerprint or mark.get("passages") != PASSAGES_VERSION
+            or mark.get("notes") != store.get_meta(NOTES_CHANGED, "")
             or mark.get("lance") != table_stamp(lancedb_dir(store.vault), str(mark.get("table")))
             or not mark.get("lance")):
         return None

@@ -54,13 +54,19 @@ from .embed import Embedder
 from .lexical import Filters
 from .store import Store
 from .sync import NOTES_CHANGED
-from .vector_stamp import META_CURRENT, META_VERSION, current_embedder, lancedb_dir, table_stamp
+from .vector_stamp import (
+    META_CURRENT,
+    META_VERSION,
+    PASSAGES_VERSION,
+    current_embedder,
+    lancedb_dir,
+    table_stamp,
+)
 
 TABLE_PREFIX = "vectors2_"
 LEGACY_PREFIXES = ("chunks_",)  # layout 1: chunk vectors only
 # Part of every note's freshness key: bump it when the passages a note is embedded as change, so
 # the next sync re-embeds what changed (ids of unchanged passages still match: their vectors stay).
-PASSAGES_VERSION = "3"  # 3: sentence windows of short notes (chunks.sentence_windows)
 GROUP_CHUNKS = 512  # chunks per committed group: what Ctrl-C can lose at most (~10 s of embedding)
 # chunks per embedder call (length-sorted), also the progress step; big enough that the embedder's
 # workers rarely wait for each other at the end of a call
@@ -491,7 +497,7 @@ class VectorIndex:
         return self._table_shape(store)[1]
 
     def _mark_current(self, store: Store, notes_stamp: str) -> None:
-        mark = {"notes": notes_stamp, "embedder": self.key, "table": self.name,
+        mark = {"notes": notes_stamp, "embedder": self.key, "table": self.name, "passages": PASSAGES_VERSION,
                 "lance": table_stamp(self.dir, self.name), "fingerprint": self.fingerprint}
         with store.transaction() as conn:
             store.set_meta(conn, META_CURRENT, json.dumps(mark))
@@ -508,6 +514,7 @@ class VectorIndex:
         except ValueError:
             return None
         if (mark.get("notes") != changes.notes_before or mark.get("fingerprint") != self.fingerprint
+                or mark.get("passages") != PASSAGES_VERSION
                 or mark.get("table") != self.name or not mark.get("lance")
                 or mark.get("lance") != table_stamp(self.dir, self.name)):
             return None
