@@ -107,8 +107,12 @@ def test_note_passages_whole_when_it_fits_and_no_description_twice(count_tokens)
     assert len(long) > 5 and long[-1].end > long[1].start
 
 
-def test_sentence_windows_cover_a_short_note_sentence_by_sentence(count_tokens) -> None:
+def test_sentence_windows_cover_a_short_note_sentence_by_sentence(count_tokens, monkeypatch) -> None:
+    from memory_hub.index import chunks
     from memory_hub.index.chunks import note_passages, sentence_windows
+
+    assert chunks.SENTENCE_NOTE_TOKENS == 0  # off by default (see its comment); on as measured:
+    monkeypatch.setattr(chunks, "SENTENCE_NOTE_TOKENS", 256)
 
     sentences = [f"Sentence {n} says something about topic {n} in a few more words than needed." for n in range(8)]
     body = " ".join(sentences) + "\n認証トークンは毎日更新する。鍵は金庫に保管する。\n"
@@ -126,8 +130,8 @@ def test_sentence_windows_cover_a_short_note_sentence_by_sentence(count_tokens) 
     assert [c.level for c in passages] == ["note"] + ["part"] * len(windows)
     assert [c.ordinal for c in passages] == list(range(len(passages)))
     # a note past SENTENCE_NOTE_TOKENS that still fits the window stays one passage
-    from memory_hub.index.chunks import SENTENCE_NOTE_TOKENS
-
     longer = " ".join(sentences * 3)
-    assert SENTENCE_NOTE_TOKENS < count_tokens("Topics\n\n" + longer) < 500
+    assert chunks.SENTENCE_NOTE_TOKENS < count_tokens("Topics\n\n" + longer) < 500
     assert [c.level for c in note_passages("Topics", longer, count_tokens, 512)] == ["note"]
+    monkeypatch.undo()  # the default: a short note is its note passage alone
+    assert [c.level for c in note_passages("Topics", body, count_tokens, 512)] == ["note"]

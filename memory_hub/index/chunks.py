@@ -216,7 +216,12 @@ SENTENCE_TOKENS = 48
 # chat turn costs a few more short vectors. A longer note that still fits the window (a 400-token
 # abstract) would cost 6-9 of them, and its cut-at-96 chunks already lost to the whole-note vector
 # (SciFact, module docstring of vectors.py); windows for those were not measured.
-SENTENCE_NOTE_TOKENS = 256
+# Notes up to this many tokens also get sentence windows. OFF (0) by default: measured on the merged
+# main, windows lift JSQuAD dev (hybrid 0.952 -> 0.955, vector 0.892 -> 0.922) and LoCoMo turns, but
+# lower the natural questions on the real vault (obsidian-hub hub-natural hit@5 0.88 -> 0.79, all
+# 197: hit@5 0.86 -> 0.84, MRR 0.76 -> 0.74), cost 3.8x the vector rows there and ~10 min of
+# re-embedding at upgrade; their CV left obsidian-hub out. 256 turns them on (PASSAGES_VERSION 3).
+SENTENCE_NOTE_TOKENS = 0
 _SENTENCE_END = r"(?<=[.!?])\s+|(?<=[。！？])|\n+"
 
 

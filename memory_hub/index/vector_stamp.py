@@ -21,7 +21,9 @@ META_VERSION = "vectors_version"  # per table: bumped by every vector write (sea
 META_CURRENT = "vectors_current"  # what the last complete vector sync saw
 # The passage layout (``vectors.note_key``); a mark made under another layout is not current, so
 # an upgrade that changes what is embedded re-embeds instead of calling the old vectors fresh.
-PASSAGES_VERSION = "3"  # 3: sentence windows of short notes (chunks.sentence_windows)
+# 2: a note passage plus chunks of long notes. 3 (sentence windows of short notes) while
+# ``chunks.SENTENCE_NOTE_TOKENS`` turns them on; they are off, so a vault embedded with them re-embeds.
+PASSAGES_VERSION = "2"
 
 
 def lancedb_dir(vault: Path) -> Path:
