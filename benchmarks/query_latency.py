@@ -77,10 +77,10 @@ def against(args: argparse.Namespace, argv: list[str]) -> int:
         if skip:
             skip = False
             continue
-        if a in ("--against", "--rounds", "--dump", "--code"):
+        if a in ("--against", "--against-vault", "--rounds", "--dump", "--code"):
             skip = True
             continue
-        if a.startswith(("--against=", "--rounds=", "--dump=", "--code=")):
+        if a.startswith(("--against=", "--against-vault=", "--rounds=", "--dump=", "--code=")):
             continue
         rest.append(a)
     runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
@@ -90,7 +90,10 @@ def against(args: argparse.Namespace, argv: list[str]) -> int:
             for label, code in (("before", str(Path(args.against).resolve())),
                                 ("after", str(Path(__file__).resolve().parent.parent))):
                 out = Path(tmp) / f"{label}-{r}.json"
-                cmd = [sys.executable, __file__, *rest, "--code", code, "--json-out", str(out)]
+                # the old code on its own copy when the index layout changed (it cannot read the new one)
+                mine = [args.against_vault if label == "before" and args.against_vault and a == args.vault else a
+                        for a in rest]
+                cmd = [sys.executable, __file__, *mine, "--code", code, "--json-out", str(out)]
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 runs[label].append(json.loads(out.read_text(encoding="utf-8")))
                 loads.append(runs[label][-1]["load_average"][0])
@@ -107,6 +110,7 @@ def against(args: argparse.Namespace, argv: list[str]) -> int:
         row["p50_ratio"] = round(row["after_p50_ms"] / max(row["before_p50_ms"], 1e-9), 2)
         rows.append(row)
     data = {"vault": str(Path(args.vault).resolve()), "before_code": str(Path(args.against).resolve()),
+            "before_vault": str(Path(args.against_vault or args.vault).resolve()),
             "rounds": args.rounds, "notes": runs["after"][0]["notes"], "queries": runs["after"][0]["queries"],
             "k": args.k, "load_average_during": [min(loads), max(loads)], "results": rows,
             "runs": {label: [[{k: x[k] for k in ("mode", "p50_ms", "p95_ms", "cpu_ms_per_query")}
@@ -137,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code", help="import memory_hub from this checkout instead of this one")
     parser.add_argument("--against", help="another checkout: alternate runs of its code and this one's")
     parser.add_argument("--rounds", type=int, default=3, help="with --against: runs of each")
+    parser.add_argument("--against-vault", help="with --against: the vault copy the old code searches, indexed "
+                        "by it (when the index layout changed in between)")
     parser.add_argument("--label", help="name of the result file (default: the vault folder's name)")
     parser.add_argument("--json-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
