@@ -68,7 +68,10 @@ RRF_K = 60
 #   cross-validation over SciFact, JSQuAD, LoCoMo and the natural questions in 4 folds of 5
 #   (the fifth: off); in sample NQ 0.7772 → 0.7886, SciFact 0.7255 → 0.7286, JSQuAD and LoCoMo
 #   unchanged (``cross_validate.py --grid recall``; results/cv.json).
-CHANNEL_WEIGHTS: dict[str, float] = {"words": 1.0, "trigram": 0.2, "vectors": 0.5, "feedback": 0.5}
+#   Shipped at 0.0 (off) all the same: on the final main it costs ~10 ms p50 inside search on
+#   obsidian-hub (hybrid+graph 25.9 -> 31.3 ms quiet; MCP stdio against qmd 0.83 -> 1.03) for +0.01
+#   hit@5 on the natural questions, and issue 15 asks for latency unchanged. 0.5 turns it on.
+CHANNEL_WEIGHTS: dict[str, float] = {"words": 1.0, "trigram": 0.2, "vectors": 0.5, "feedback": 0.0}
 
 
 def rrf(rankings: Mapping[str, Sequence[int]], k: int = RRF_K,
