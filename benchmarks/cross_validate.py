@@ -211,7 +211,7 @@ def gathered(corpus: Corpus, refresh: bool = False) -> list[pipeline.Gathered]:
     for q in corpus.queries:
         filters = Filters(path_prefix=q.prefix) if q.prefix else Filters()
         out.append(pipeline.gather(corpus.store, pipeline.check_query(q.text), filters, plan, corpus.vectors,
-                                   feedback=True))
+                                   feedback=True, informative=True))
     print(f"  {corpus.name}: gathered {len(out)} queries in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(pickle.dumps(out))

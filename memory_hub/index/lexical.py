@@ -77,8 +77,8 @@ def delete_note(conn: sqlite3.Connection, note_id: int) -> None:
 # FTS tables once the descriptions are chosen, with the description the notes table then holds.
 
 def stage_note(conn: sqlite3.Connection, note_id: int, note: Note, rows: Rows | None = None) -> None:
-    """``write_note`` for a bulk sync: the rows wait in ``fts_pending`` for ``flush_pending``."""
-    delete_note(conn, note_id)
+    """``write_note`` for a bulk sync's *new* notes (``note_id`` has no rows yet: a deleted note's
+    rows went with it, ``delete_note``): the rows wait in ``fts_pending`` for ``flush_pending``."""
     if not note.ranked:
         return
     cols, words = rows if rows is not None else note_rows(note)
@@ -491,42 +491,39 @@ def _cached_count(conn: sqlite3.Connection, term: str, sql: str, params: tuple[o
     the caller has just asked for it (several counts in a row need only one look at the stamp)."""
     db = _generation(conn) if db is None else db
     key = (db, term)
-    if key not in _df_cache:
+    value = _df_cache.get(key)
+    if value is None:  # a local: the vector channel's thread may drop the key before we return
+        value = int(conn.execute(sql, params).fetchone()[0])
         if len(_df_cache) > 50_000:
             _df_cache.clear()
-        _df_cache[key] = int(conn.execute(sql, params).fetchone()[0])
-    return _df_cache[key]
+        _df_cache[key] = value
+    return value
+
+
+# notes of the word table matching a term, counted up to a limit (a capped document frequency)
+_COUNT_UP_TO = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
 
 
 def document_frequency(conn: sqlite3.Connection, term: str) -> int:
     """Notes of the word table holding ``term`` (a word or a CJK bigram), counted up to DF_CAP."""
-    sql = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
-    return _cached_count(conn, term, sql, (quote(term), DF_CAP))
+    return _cached_count(conn, term, _COUNT_UP_TO, (quote(term), DF_CAP))
 
 
 def document_frequencies(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
     """``document_frequency`` of each of ``terms``, looking at the index stamp once for all."""
-    sql = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
     db = _generation(conn)
-    return {t: _cached_count(conn, t, sql, (quote(t), DF_CAP), db) for t in dict.fromkeys(terms)}
+    return {t: _cached_count(conn, t, _COUNT_UP_TO, (quote(t), DF_CAP), db) for t in dict.fromkeys(terms)}
+
+
+def idf(df: int, total: int) -> float:
+    """The IDF the evidence measures weigh a term by (BM25's, kept positive): coverage, the
+    unknown share and the feedback words' ranking all use this one."""
+    return math.log(1 + (total - df + 0.5) / (df + 0.5))
 
 
 def ranked_notes(conn: sqlite3.Connection) -> int:
     """Notes in lexical ranking (cached like document frequencies: counting reads the whole table)."""
     return _cached_count(conn, "\0ranked", "SELECT count(*) FROM notes WHERE ranked = 1", ())
-
-
-def coverage(conn: sqlite3.Connection, terms: QueryTerms, note_ids: Sequence[int]) -> float:
-    """The largest share of the query that one of ``note_ids`` contains, each term weighted by its
-    IDF: 1.0 when a note holds every term, near 0 when the notes match only its commonest words.
-
-    This is what "the lexical channel has real evidence" means in fusion (``retrieval/search.py``):
-    an English question over Japanese notes matches one loan word, a paraphrase matches "notes"
-    and "obsidian" — BM25 still ranks those notes, but they are not evidence. One indexed lookup
-    per term for the few notes asked about, plus a capped document-frequency count per term
-    (cached).
-    """
-    return coverages(conn, terms, note_ids)[0]
 
 
 def uninformative(conn: sqlite3.Connection, term: str) -> bool:
@@ -544,34 +541,46 @@ def is_uninformative(conn: sqlite3.Connection, term: str, df: int, total: int) -
     return total > 0 and 2 * df >= total
 
 
-def coverages(conn: sqlite3.Connection, terms: QueryTerms, note_ids: Sequence[int]) -> tuple[float, float]:
-    """``coverage``, and the same share counting only the query's informative terms (those not
-    ``uninformative``): 0.0 when every term the notes match is in half the vault."""
+def coverages(conn: sqlite3.Connection, terms: QueryTerms, note_ids: Sequence[int],
+              informative: bool = True) -> tuple[float, float | None]:
+    """The largest share of the query that one of ``note_ids`` contains, each term weighted by its
+    IDF: 1.0 when a note holds every term, near 0 when the notes match only its commonest words;
+    and (``informative``; else None) the same share counting only the query's informative terms
+    (those not ``uninformative``): 0.0 when every term the notes match is in half the vault.
+
+    This is what "the lexical channel has real evidence" means in fusion (``retrieval/search.py``):
+    an English question over Japanese notes matches one loan word, a paraphrase matches "notes"
+    and "obsidian" — BM25 still ranks those notes, but they are not evidence. One indexed lookup
+    per term for the few notes asked about, plus a capped document-frequency count per term
+    (cached); the informative share also asks whether each term is in half the vault.
+    """
     words = list(dict.fromkeys(terms.words))
     if not words or not note_ids:
-        return 0.0, 0.0
-    informative = {w for w in words if not uninformative(conn, w)}
+        return 0.0, (0.0 if informative else None)
+    rare = {w for w in words if not uninformative(conn, w)} if informative else set(words)
     ids = ",".join(str(int(i)) for i in note_ids)
     every = f"SELECT 1 FROM fts_words WHERE fts_words MATCH ? AND rowid IN ({ids}) LIMIT 1"
     if conn.execute(every, (match_expression(words, "AND"),)).fetchone():
-        return 1.0, (1.0 if informative else 0.0)  # one note holds every term: no need to weigh them
+        # one note holds every term: no need to weigh them
+        return 1.0, ((1.0 if rare else 0.0) if informative else None)
     total = max(1, ranked_notes(conn))
-    dfs = {w: min(document_frequency(conn, w), total) for w in words}
-    idf = {w: math.log(1 + (total - df + 0.5) / (df + 0.5)) for w, df in dfs.items()}
-    whole = sum(idf.values())
+    weights = {w: idf(min(document_frequency(conn, w), total), total) for w in words}
+    whole = sum(weights.values())
     if whole <= 0:
-        return 0.0, 0.0
-    whole_informative = sum(idf[w] for w in informative)
+        return 0.0, (0.0 if informative else None)
+    whole_rare = sum(weights[w] for w in rare)
     got: dict[int, float] = {int(i): 0.0 for i in note_ids}
-    got_informative: dict[int, float] = {int(i): 0.0 for i in note_ids}
+    got_rare: dict[int, float] = {int(i): 0.0 for i in note_ids}
     for w in words:
         for (rowid,) in conn.execute(f"SELECT rowid FROM fts_words WHERE fts_words MATCH ? AND rowid IN ({ids})",
                                      (quote(w),)):
-            got[int(rowid)] = got.get(int(rowid), 0.0) + idf[w]
-            if w in informative:
-                got_informative[int(rowid)] = got_informative.get(int(rowid), 0.0) + idf[w]
+            got[int(rowid)] = got.get(int(rowid), 0.0) + weights[w]
+            if informative and w in rare:
+                got_rare[int(rowid)] = got_rare.get(int(rowid), 0.0) + weights[w]
     share = max(got.values()) / whole
-    return share, (max(got_informative.values()) / whole_informative if whole_informative > 0 else 0.0)
+    if not informative:
+        return share, None
+    return share, (max(got_rare.values()) / whole_rare if whole_rare > 0 else 0.0)
 
 
 def search_words_any(conn: sqlite3.Connection, words: Sequence[str], filters: Filters = NO_FILTERS,
@@ -591,9 +600,8 @@ def cjk_share(conn: sqlite3.Connection, at_least: float) -> bool:
     """Whether at least ``at_least`` of the vault's notes have CJK text (the commonest particles,
     counted up to that many notes)."""
     total = ranked_notes(conn)
-    sql = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
     need = max(1, int(total * at_least))
-    return any(_cached_count(conn, f"\0cjk:{mark}:{need}", sql, (quote(mark) + "*", need)) >= need
+    return any(_cached_count(conn, f"\0cjk:{mark}:{need}", _COUNT_UP_TO, (quote(mark) + "*", need)) >= need
                for mark in ("の", "的", "이"))
 
 
@@ -629,9 +637,9 @@ def unknown_share(conn: sqlite3.Connection, terms: QueryTerms) -> float | None:
         df = min(document_frequency(conn, w), total)
         # An unseen word weighs as much as the rarest seen one (df 1): in a small vault df 0's IDF
         # would let one unknown word outweigh several that match ("mesh routing setup").
-        idf = math.log(1 + (total - max(df, 1) + 0.5) / (max(df, 1) + 0.5))
-        bucket[0] += idf
-        bucket[1] += idf if df == 0 else 0.0
+        weight = idf(max(df, 1), total)
+        bucket[0] += weight
+        bucket[1] += weight if df == 0 else 0.0
     if native[0] > 0:
         return native[1] / native[0]
     if loaned[0] > 0:

@@ -159,6 +159,10 @@ class FusionParams:
     # must beat its plain baseline, and the hybrid loses nothing.
     trigram_recall_only: bool = True
 
+    def reads_informative(self) -> bool:
+        """Whether fusion with these params reads ``Evidence.informative`` (search measures it only then)."""
+        return self.informative_coverage or self.feedback_below is not None
+
 
 DEFAULT_PARAMS = FusionParams()
 
@@ -185,8 +189,12 @@ class Evidence:
         most of what the query says (``FusionParams.unknown_low_confidence``)."""
         return self.unknown is None or self.unknown < params.unknown_low_confidence
 
+    def lexical_cover(self, params: FusionParams) -> float | None:
+        """The coverage the lexical ramp reads: the informative one when ``params`` ask for it."""
+        return self.informative if params.informative_coverage and self.informative is not None else self.coverage
+
     def factors(self, params: FusionParams) -> dict[str, float]:
-        cover = self.informative if params.informative_coverage and self.informative is not None else self.coverage
+        cover = self.lexical_cover(params)
         lexical = ramp(cover, params.lexical_low, params.lexical_high) if cover is not None else 0.0
         if cover is not None and params.lexical_high <= 0:
             lexical = 1.0
@@ -204,7 +212,7 @@ class Evidence:
         ``params.feedback_below``, and only when it has a weight at all."""
         if params.weights.get("feedback", 0.0) <= 0:
             return False
-        cover = self.informative if params.informative_coverage and self.informative is not None else self.coverage
+        cover = self.lexical_cover(params)
         return params.feedback_below is None or cover is None or cover < params.feedback_below
 
     def as_dict(self, params: FusionParams) -> dict[str, Any]:
@@ -219,8 +227,8 @@ class Evidence:
             out["unknown"] = round(self.unknown, 3)
         if self.cross_script:
             out["cross_script"] = True
-        out["weight"] = {k: round(v, 3) for k, v in self.factors(params).items()
-                         if k != "feedback" or self.wants_feedback(params)}
+        wants = self.wants_feedback(params)
+        out["weight"] = {k: round(v, 3) for k, v in self.factors(params).items() if k != "feedback" or wants}
         return out
 
 

@@ -16,7 +16,6 @@ warning rather than failing: search must answer even before the first embedding 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import threading
@@ -141,16 +140,17 @@ def pinned_identifiers(terms: QueryTerms) -> list[str]:
 COVERAGE_NOTES = 3  # the lexical channel's best few notes whose term coverage is its evidence
 
 
-def lexical_evidence(store: Store, terms: QueryTerms, ranked: dict[str, list[tuple[int, float]]]
-                     ) -> tuple[float, float]:
-    """The lexical channels' evidence for this query (``fusion.Evidence.coverage`` and
-    ``.informative``): the share of the query's terms, IDF-weighted, that one of the word
-    channel's best notes holds (all terms; only those in fewer than half the notes). Notes matched
-    only by the trigram channel matched every one of its (rare) terms: full evidence."""
+def lexical_evidence(store: Store, terms: QueryTerms, ranked: dict[str, list[tuple[int, float]]],
+                     informative: bool = True) -> tuple[float, float | None]:
+    """The lexical channels' evidence for this query (``fusion.Evidence.coverage`` and, when
+    ``informative``, ``.informative``): the share of the query's terms, IDF-weighted, that one of
+    the word channel's best notes holds (all terms; only those in fewer than half the notes).
+    Notes matched only by the trigram channel matched every one of its (rare) terms: full evidence."""
     words = ranked.get("words") or []
     if words:
-        return lexical.coverages(store.conn, terms, [i for i, _ in words[:COVERAGE_NOTES]])
-    return (1.0, 1.0) if ranked.get("trigram") else (0.0, 0.0)
+        return lexical.coverages(store.conn, terms, [i for i, _ in words[:COVERAGE_NOTES]], informative)
+    full = 1.0 if ranked.get("trigram") else 0.0
+    return full, (full if informative else None)
 
 
 def query_length(terms: QueryTerms) -> int:
@@ -395,7 +395,7 @@ class Gathered:
 
 def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: VectorIndex | None,
            calibrated: bool = True, feedback: bool | None = None,
-           params: FusionParams = DEFAULT_PARAMS) -> Gathered:
+           params: FusionParams = DEFAULT_PARAMS, informative: bool | None = None) -> Gathered:
     """Run the channels ``plan`` asks for: lexical (with its evidence), exact-identifier matches,
     vectors (asked without the scope's ubiquitous terms, with their evidence).
 
@@ -405,7 +405,10 @@ def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: Ve
     serial code used, so the answer is the same.
 
     ``feedback``: run the pseudo-relevance feedback channel (``feedback_channel``); by default
-    only when fusion, with ``params``, gives it a vote (``Evidence.wants_feedback``)."""
+    only when fusion, with ``params``, gives it a vote (``Evidence.wants_feedback``).
+    ``informative``: measure ``Evidence.informative`` too; by default only when ``params`` read it
+    (``FusionParams.reads_informative``), since it asks of every query word whether it is in half
+    the vault."""
     t0 = time.perf_counter()
     terms = analyze_query(query)
     g = Gathered(query=query, terms=terms, filters=filters)
@@ -418,7 +421,8 @@ def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: Ve
     if plan.lexical and not terms.empty:
         lexical_channels, g.raw["bm25"] = lexical_rankings(store, terms, filters, want_raw=plan.vectors and calibrated)
         g.channels.update(lexical_channels)
-        g.evidence.coverage, g.evidence.informative = lexical_evidence(store, terms, lexical_channels)
+        wanted = params.reads_informative() if informative is None else informative
+        g.evidence.coverage, g.evidence.informative = lexical_evidence(store, terms, lexical_channels, wanted)
     pinned = pinned_identifiers(terms)
     g.exact = lexical.exact_matches(store.conn, pinned, filters) if pinned else []
     g.timings["lexical"] = (time.perf_counter() - t0) * 1000
@@ -471,7 +475,7 @@ def feedback_terms(store: Store, terms: QueryTerms, ranked: list[tuple[int, floa
     conn = store.conn
     total = max(1, lexical.ranked_notes(conn))
     dfs = lexical.document_frequencies(conn, list(weight))
-    scored = sorted(((w * math.log(1 + (total - dfs[t] + 0.5) / (dfs[t] + 0.5)), t)
+    scored = sorted(((w * lexical.idf(dfs[t], total), t)
                      for t, w in weight.items() if dfs[t] > 0), key=lambda x: (-x[0], x[1]))
     chosen: list[str] = []
     for _, term in scored:  # the exact count behind "half the vault" only for the few it may drop
