@@ -28,11 +28,8 @@ from .shell import CliError, print_json, vault_path
 def build_recall_index(vault: Path, index: Any = None) -> dict[str, Any]:
     """Recall's own index, so the first prompts take the steady-state path instead of building it.
     ``index``: one the sync already filled (``recall_for_sync``): only what it did not parse is read."""
-    from ..retrieval.recall import RecallIndex
-
     if index is None:
-        index = RecallIndex(vault)
-        index.load()
+        index = recall_for_sync(vault)
     stats = dict(index.refresh())
     stats["notes"] = len(index.data.notes)
     return stats

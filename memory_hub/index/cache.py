@@ -20,7 +20,9 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-STAMP_KEYS = ("links_resolved_at", "notes_changed_at")  # meta keys whose values make the stamp
+NOTES_CHANGED = "notes_changed_at"  # meta: when any note row last changed (later stages compare it)
+LINKS_RESOLVED = "links_resolved_at"  # meta: when links were last re-resolved (per-process caches compare it)
+STAMP_KEYS = (LINKS_RESOLVED, NOTES_CHANGED)  # meta keys whose values make the stamp
 
 
 def _stamp_sql(keys: tuple[str, ...]) -> str:
@@ -45,6 +47,9 @@ def one_look(conn: sqlite3.Connection) -> Iterator[None]:
     times, each a statement or two file stats, and each of those lets the vector channel's thread
     take the GIL. A sync that commits meanwhile is seen by the next block (a search started
     before it finishes on what it began with)."""
+    if getattr(_pin, "conn", None) is conn:  # already inside one for this connection: keep its stamps
+        yield
+        return
     before = (getattr(_pin, "conn", None), getattr(_pin, "seen", None))
     _pin.conn, _pin.seen = conn, {}
     try:

@@ -189,10 +189,9 @@ def note_passages(title: str, body: str, count_tokens: TokenCounter, max_tokens:
     per note). A longer note gets a note-level passage (title, description, its opening — cut by
     the model at its window) and chunks of about ``target_tokens`` over all of it, so a detail deep
     in a long dialogue or runbook can still be found; the note then scores by its note-level
-    passage or its best chunk (``vectors.search_notes``). A short note (up to
-    ``SENTENCE_NOTE_TOKENS``) also gets windows of a few sentences (``sentence_windows``): a
-    question about one sentence of a paragraph matches that sentence's vector better than the
-    paragraph's (JSQuAD dev, vector channel nDCG@10: 0.892 → 0.922; LoCoMo turns R@5 0.481 → 0.494).
+    passage or its best chunk (``vectors.search_notes``). When ``SENTENCE_NOTE_TOKENS`` turns them
+    on (off by default, see there), a short note also gets windows of a few sentences
+    (``sentence_windows``).
     """
     lead = description.strip()
     if lead and _repeats_body(lead, body):
@@ -212,11 +211,8 @@ def note_passages(title: str, body: str, count_tokens: TokenCounter, max_tokens:
 # A short note is also embedded as windows of a few sentences each, so a question about one
 # sentence of a paragraph finds it (its vector is not averaged with the other sentences).
 SENTENCE_TOKENS = 48
-# Up to this many tokens a whole-note passage gets sentence windows as well: a paragraph or a
-# chat turn costs a few more short vectors. A longer note that still fits the window (a 400-token
-# abstract) would cost 6-9 of them, and its cut-at-96 chunks already lost to the whole-note vector
-# (SciFact, module docstring of vectors.py); windows for those were not measured.
-# Notes up to this many tokens also get sentence windows. OFF (0) by default: measured on the merged
+# Notes up to this many tokens also get sentence windows (a longer note that still fits the window,
+# a 400-token abstract, would cost 6-9 of them; not measured). OFF (0) by default: measured on the merged
 # main, windows lift JSQuAD dev (hybrid 0.952 -> 0.955, vector 0.892 -> 0.922) and LoCoMo turns, but
 # lower the natural questions on the real vault (obsidian-hub hub-natural hit@5 0.88 -> 0.79, all
 # 197: hit@5 0.86 -> 0.84, MRR 0.76 -> 0.74), cost 3.8x the vector rows there and ~10 min of
@@ -225,10 +221,11 @@ SENTENCE_NOTE_TOKENS = 0
 _SENTENCE_END = r"(?<=[.!?])\s+|(?<=[。！？])|\n+"
 
 
-def sentence_windows(title: str, body: str, count_tokens: TokenCounter, target_tokens: int = SENTENCE_TOKENS,
-                     first_ordinal: int = 1) -> list[Chunk]:
+def sentence_windows(title: str, body: str, count_tokens: TokenCounter,
+                     target_tokens: int = SENTENCE_TOKENS) -> list[Chunk]:
     """Consecutive sentences of ``body`` grouped up to ``target_tokens`` each (a longer sentence
-    stands alone), each headed by the title like every chunk; none when the body is one window."""
+    stands alone), each headed by the title like every chunk; none when the body is one window.
+    Ordinals start at 1: the note passage is 0."""
     spans = [(s, e) for s, e in _split_at(body, 0, len(body), _SENTENCE_END) if reader_text(body[s:e]).strip()]
     if len(spans) < 2:
         return []
@@ -245,5 +242,5 @@ def sentence_windows(title: str, body: str, count_tokens: TokenCounter, target_t
     if len(groups) < 2:
         return []
     head = title.strip()
-    return [Chunk(first_ordinal + i, s, e, "", "\n\n".join(x for x in (head, reader_text(body[s:e]).strip()) if x),
+    return [Chunk(1 + i, s, e, "", "\n\n".join(x for x in (head, reader_text(body[s:e]).strip()) if x),
                   "part") for i, (s, e) in enumerate(groups)]

@@ -36,6 +36,7 @@ from ..vault.walk import (
     stat_map,
 )
 from . import describe, graph, lexical, usage
+from .cache import LINKS_RESOLVED, NOTES_CHANGED
 from .store import Store, reset
 
 log = logging.getLogger(__name__)
@@ -243,8 +244,6 @@ def _skip(store: Store, conn: sqlite3.Connection, report: SyncReport, known: dic
 # A crash or Ctrl-C still leaves a consistent index: a group lands whole or not at all.
 BATCH_NOTES = 250
 BATCH_SECONDS = 0.5  # readers (the server) see a long sync's progress at least this often
-NOTES_CHANGED = "notes_changed_at"  # meta: when any note row last changed (later stages compare it)
-LINKS_RESOLVED = "links_resolved_at"  # meta: when links were last re-resolved (per-process caches compare it)
 # meta: "1" from a batch's first write until descriptions are chosen again (a sync stopped between
 # them leaves it, and the next one chooses every note's description, not only its own notes')
 DESCRIPTIONS_PENDING = "descriptions_pending"
@@ -532,7 +531,8 @@ def _sync_files(vault: Path, store: Store, report: SyncReport, progress: bool | 
         known = _known_stamps(conn)
         seen = stat_map(vault, report.skipped)
     # the usual case, nothing changed, in one C comparison (no set of 100k paths made)
-    same = seen == known and not reparse_pending(store, only)
+    reparse = reparse_pending(store, only)
+    same = seen == known and not reparse
     gone = set() if same else known.keys() - seen.keys()
     missing = [p for p in known if p in gone] if gone else []
 
@@ -554,7 +554,6 @@ def _sync_files(vault: Path, store: Store, report: SyncReport, progress: bool | 
     # Decide what to (re)read: the files whose (mtime, size) differs from the index's (or from the
     # stat a skipped file was seen at), found by comparing the two dicts' items in C. A new note
     # parser re-reads every note once (a full sync only).
-    reparse = reparse_pending(store, only)
     skipped_before = {} if same else skipped_as_seen(conn)
     stamps = {**known, **skipped_before} if skipped_before else known
     if same or (seen == stamps and not reparse):
@@ -668,7 +667,7 @@ def _sync_files(vault: Path, store: Store, report: SyncReport, progress: bool | 
         with store.transaction() as c:  # only touched files were written: no lead changed
             store.set_meta(c, DESCRIPTIONS_PENDING, "0")
     # staged lexical rows (this sync's, or a stopped one's) into FTS, a group per transaction
-    if bulk or lexical.has_pending(conn):
+    if lexical.has_pending(conn):
         with _bulk_pragmas(conn, cold):
             while True:
                 with store.transaction() as c:

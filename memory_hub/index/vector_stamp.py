@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 from ..config import index_dir
+from .cache import NOTES_CHANGED
 from .embed.base import EmbedderError
 from .store import Store
-from .sync import NOTES_CHANGED
 
 META_VERSION = "vectors_version"  # per table: bumped by every vector write (searchers reload on it)
 META_CURRENT = "vectors_current"  # what the last complete vector sync saw
@@ -43,10 +43,9 @@ def table_stamp(folder: Path, name: str) -> str:
         return ""
 
 
-def current_embedder(store: Store, fingerprint: str) -> str | None:
-    """The embedder key whose vectors are known current with every note, without opening LanceDB
-    or loading a model; None when a sync has to look (a note changed, another model, the table
-    changed or vanished). ``fingerprint``: ``embed.loader.embedder_fingerprint`` of the spec."""
+def holding_mark(store: Store, fingerprint: str | None, notes: str) -> dict | None:
+    """The last complete vector sync's mark if it still holds for vectors of ``fingerprint`` with
+    the notes at change stamp ``notes``: same passage layout, and its table unchanged since."""
     raw = store.get_meta(META_CURRENT)
     if not raw:
         return None
@@ -54,12 +53,19 @@ def current_embedder(store: Store, fingerprint: str) -> str | None:
         mark = json.loads(raw)
     except ValueError:
         return None
-    if (mark.get("fingerprint") != fingerprint or mark.get("passages") != PASSAGES_VERSION
-            or mark.get("notes") != store.get_meta(NOTES_CHANGED, "")
-            or mark.get("lance") != table_stamp(lancedb_dir(store.vault), str(mark.get("table")))
-            or not mark.get("lance")):
+    if (not isinstance(mark, dict) or mark.get("fingerprint") != fingerprint
+            or mark.get("passages") != PASSAGES_VERSION or mark.get("notes") != notes or not mark.get("lance")
+            or mark.get("lance") != table_stamp(lancedb_dir(store.vault), str(mark.get("table")))):
         return None
-    return str(mark.get("embedder"))
+    return mark
+
+
+def current_embedder(store: Store, fingerprint: str) -> str | None:
+    """The embedder key whose vectors are known current with every note, without opening LanceDB
+    or loading a model; None when a sync has to look (a note changed, another model, the table
+    changed or vanished). ``fingerprint``: ``embed.loader.embedder_fingerprint`` of the spec."""
+    mark = holding_mark(store, fingerprint, store.get_meta(NOTES_CHANGED, ""))
+    return None if mark is None else str(mark.get("embedder"))
 
 
 def current_for(store: Store, spec: str | None = None) -> str | None:

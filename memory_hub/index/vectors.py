@@ -1,8 +1,9 @@
 """The semantic index: passage vectors in LanceDB under ``<vault>/.memory_hub/lancedb/``.
 
 Each note is embedded as one note-level passage — the whole note when it fits the model's window,
-else its title, description and opening — plus, for a note too long for one window, chunks of it,
-and for a short note, windows of a few sentences (``chunks.note_passages``). A note scores by its note-level vector or its best chunk
+else its title, description and opening — plus, for a note too long for one window, chunks of it
+(``chunks.note_passages``; sentence windows of short notes are built but off). A note scores by
+its note-level vector or its best chunk
 (``search_notes``), so a short note is never outvoted by a long one for having many pieces.
 
 One table per embedder identity and layout (``vectors2_<hash of identity key>``) and every row
@@ -49,16 +50,17 @@ import numpy as np
 from ..locks import file_lock
 from ..progress import Progress
 from . import blas, cache, lexical
+from .cache import NOTES_CHANGED
 from .chunks import Chunk, note_passages
 from .embed import Embedder
 from .lexical import Filters
 from .store import Store
-from .sync import NOTES_CHANGED
 from .vector_stamp import (
     META_CURRENT,
     META_VERSION,
     PASSAGES_VERSION,
     current_embedder,
+    holding_mark,
     lancedb_dir,
     table_stamp,
 )
@@ -398,10 +400,11 @@ class VectorIndex:
         started = time.monotonic()
         report = VectorReport(self.key)
         with self._write_lock():
-            notes_stamp = store.get_meta(NOTES_CHANGED, "")
             paths = self._only_paths(store, changes)
-            if paths is not None:
-                notes_stamp = changes.notes_after
+            notes_stamp = changes.notes_after if paths is not None else store.get_meta(NOTES_CHANGED, "")
+            # a note whose lexical rows a bulk sync holds staged has no text to embed yet
+            # (``chunks_for`` reads the FTS rows), whether they were staged before or during this run
+            staged = lexical.has_pending(store.conn)
             try:
                 self._sync_locked(store, report, progress, paths)
             except KeyboardInterrupt:
@@ -411,9 +414,7 @@ class VectorIndex:
                 self._bump(store)
             if not report.interrupted and not report.failed:
                 self._maintain_ann(store, report)
-                # notes whose lexical rows a stopped bulk sync left staged had no text to embed
-                # (``chunks_for`` reads the FTS rows): not current, so the next sync compares all
-                if not lexical.has_pending(store.conn):
+                if not (staged or lexical.has_pending(store.conn)):  # else the next sync compares all
                     self._mark_current(store, notes_stamp)
         return report
 
@@ -488,10 +489,6 @@ class VectorIndex:
         self._shape = (version, rows, ann, parts, table)
         return self._shape
 
-    def _search_table(self, store: Store) -> Any:
-        """The table, opened once per vector version (``_serving``)."""
-        return self._serving(store)[4]
-
     def uses_ann(self, store: Store) -> bool:
         """Whether search goes through the ANN index (the table is large and has one)."""
         return self._table_shape(store)[1]
@@ -509,14 +506,8 @@ class VectorIndex:
         outside its own notes."""
         if changes is None or not getattr(changes, "notes_before", "") or not changes.descriptions_local:
             return None
-        try:
-            mark = json.loads(store.get_meta(META_CURRENT) or "{}")
-        except ValueError:
-            return None
-        if (mark.get("notes") != changes.notes_before or mark.get("fingerprint") != self.fingerprint
-                or mark.get("passages") != PASSAGES_VERSION
-                or mark.get("table") != self.name or not mark.get("lance")
-                or mark.get("lance") != table_stamp(self.dir, self.name)):
+        mark = holding_mark(store, self.fingerprint, changes.notes_before)
+        if mark is None or mark.get("table") != self.name:
             return None
         return changes.paths()
 
@@ -662,8 +653,11 @@ class VectorIndex:
 
     # -- search ------------------------------------------------------------------------------------
 
-    def _load(self, store: Store) -> _Matrix | None:
-        version = store.get_meta(f"{META_VERSION}:{self.name}") or ""
+    def _load(self, store: Store, version: str | None = None) -> _Matrix | None:
+        """The whole table as a matrix, read once per vector version (``version``: the one the
+        caller has just read, so a query looks at it once)."""
+        if version is None:
+            version = store.get_meta(f"{META_VERSION}:{self.name}") or ""
         with self._lock:
             if self._matrix is not None and self._matrix.version == version:
                 return self._matrix
@@ -725,14 +719,14 @@ class VectorIndex:
         allowed = np.fromiter((p in paths for p in m.notes), dtype=bool, count=len(m.notes))
         return allowed[m.owner]
 
-    def note_scores(self, store: Store, query_vector: np.ndarray,
-                    chunk_offset: float | None = None) -> tuple[_Matrix, np.ndarray, np.ndarray] | None:
+    def note_scores(self, store: Store, query_vector: np.ndarray, chunk_offset: float | None = None,
+                    version: str | None = None) -> tuple[_Matrix, np.ndarray, np.ndarray] | None:
         """Every note's score and the row that gave it: (matrix, score per note, best row per note).
 
         A note scores by its note-level vector, or by its best chunk when that is higher by more
         than ``-chunk_offset`` (``CHUNK_OFFSET``): the best of many chunks is the best of many
         draws, so a chunk must beat the whole note's vector by a margin to speak for it."""
-        m = self._load(store)
+        m = self._load(store, version)
         if m is None or not len(m.paths):
             return None
         offset = CHUNK_OFFSET if chunk_offset is None else chunk_offset
@@ -757,7 +751,7 @@ class VectorIndex:
         serving = self._serving(store)
         if serving[2]:
             return self._search_notes_ann(store, qvec, filters, limit, chunk_offset, serving)
-        scored = self.note_scores(store, qvec, chunk_offset)
+        scored = self.note_scores(store, qvec, chunk_offset, version=serving[0])
         if scored is None:
             return []
         m, best, best_row = scored
@@ -778,18 +772,17 @@ class VectorIndex:
         for t, r, score, start, end in zip(top.tolist(), rows.tolist(), scores, starts, ends, strict=True):
             path = m.notes[t]
             if path in ids:
-                ranked.append((ids[path], score, ChunkHit(path, int(start), int(end), m.headings[r], score)))
+                ranked.append((ids[path], score, ChunkHit(path, start, end, m.headings[r], score)))
         ranked.sort(key=lambda t: (-t[1], t[0]))
         return ranked[:limit]
 
-
     def _search_notes_ann(self, store: Store, qvec: np.ndarray, filters: Filters | None, limit: int,
-                          chunk_offset: float | None, serving: tuple[str, int, bool, int, Any] | None = None
+                          chunk_offset: float | None, serving: tuple[str, int, bool, int, Any]
                           ) -> list[tuple[int, float, ChunkHit]]:
         """``search_notes`` through the ANN index: LanceDB returns the nearest rows inside the scope
         (the filter is part of the vector query), exactly re-scored (refine); notes are then scored
         from those rows by the same rule as the exact path."""
-        _version, _rows, _ann, parts, table = serving if serving is not None else self._serving(store)
+        _version, _rows, _ann, parts, table = serving
         if table is None:
             return []
         scoped = filters is not None and filters != Filters()

@@ -231,14 +231,18 @@ class RecallIndex:
         for t, w in weights.items():
             self.data.postings.setdefault(t, {})[path] = w
 
+    def _put(self, path: str, found: tuple[NoteInfo, dict[str, float]]) -> None:
+        """A note parsed in a worker (``info_of_note``), its terms interned (one object per term)."""
+        info, weights = found
+        weights = {sys.intern(t): w for t, w in weights.items()}
+        info.terms = tuple(weights)
+        self._add(path, info, weights)
+
     def take(self, stat: FileStat, found: tuple[NoteInfo, dict[str, float]]) -> None:
         """One note the sync parsed (``info_of_note`` in its worker), as ``refresh`` would add it."""
-        info, weights = found
-        weights = {sys.intern(t): w for t, w in weights.items()}  # one object per term, as refresh does
-        info.terms = tuple(weights)
         with self._lock:
             self._remove(stat.path)
-            self._add(stat.path, info, weights)
+            self._put(stat.path, found)
             self.data.files[stat.path] = (stat.mtime_ns, stat.size)
             self._invalidate()
             self._unsaved = True
@@ -284,10 +288,7 @@ class RecallIndex:
                 for st, found in zip(due, worker_map(_info_of, [(self.vault, st.path) for st in due]), strict=True):
                     self._remove(st.path)
                     if found is not None:
-                        info, weights = found
-                        weights = {sys.intern(t): w for t, w in weights.items()}  # one object per term, as below
-                        info.terms = tuple(weights)
-                        self._add(st.path, info, weights)
+                        self._put(st.path, found)
                         changed += 1
                     known[st.path] = (st.mtime_ns, st.size)
                 due = []
