@@ -108,13 +108,14 @@ def prompt_context(vault: Path, event: dict[str, Any], agent: str, deadline: flo
 
     def cold() -> None:
         from ..team.recall import cold_recaller
-        from .prompt import answer
+        from .prompt import LATE_MARGIN_S, answer
 
         try:
             # this vault and the team vaults its hooks ask in this folder (vaults.py), as the server would
             recaller = cold_recaller(vault, Path(cwd) if cwd else None)
             # past the hook's deadline nobody prints the block: not recorded as shown to the session
-            give_up = time.time() + (started + deadline - time.monotonic())
+            # (``answer`` keeps LATE_MARGIN_S for a socket's crossing; in-process there is none)
+            give_up = time.time() + (started + deadline - time.monotonic()) + LATE_MARGIN_S
             out = answer(recaller, prompt, session_id, served_by="cold", budget=budget,
                                 deadline=started + deadline * 0.7, fallback=fallback, extra={"agent": agent},
                                 hint_until=min(time.monotonic() + hint_wait, started + deadline * 0.85),

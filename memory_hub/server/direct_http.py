@@ -33,6 +33,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE as MAX_BODY  # the SDK's own limit
+
+from .http_limits import _SESSION_HEADER
+
 log = logging.getLogger("memory_hub.server")
 
 Scope = dict[str, Any]
@@ -41,8 +45,6 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 MCP_PATH = "/mcp"
 DIRECT_ENV = "MEMORY_HUB_HTTP_DIRECT"  # "0": every request goes through FastMCP (to compare, or to rule this out)
-MAX_BODY = 4 * 1024 * 1024  # the SDK's own limit (transport_security.DEFAULT_MAX_REQUEST_BODY_SIZE)
-_SESSION = b"mcp-session-id"
 _VERSION = b"mcp-protocol-version"
 
 
@@ -54,9 +56,11 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 def _accepts_json(scope: Scope) -> bool:
-    """The SDK's Accept rule for a JSON answer (``check_accept_headers``: wildcards count)."""
-    types = [t.strip().split(";")[0].strip().lower() for t in (_header(scope, b"accept") or "").split(",")]
-    return any(t in ("application/json", "application/*", "*/*") for t in types)
+    """The SDK's own Accept rule for a JSON answer (wildcards count)."""
+    from mcp.server.streamable_http import check_accept_headers
+    from starlette.requests import Request
+
+    return check_accept_headers(Request(scope))[0]
 
 
 def _is_json_body(scope: Scope) -> bool:
@@ -102,7 +106,7 @@ class DirectCalls:
         """The session transport this request may be answered on directly, else None."""
         if scope.get("type") != "http" or scope.get("method") != "POST" or scope.get("path") != self.path:
             return None
-        session = _header(scope, _SESSION)
+        session = _header(scope, _SESSION_HEADER)
         manager = self.limits.manager
         if session is None or manager is None:
             return None
@@ -179,7 +183,7 @@ class DirectCalls:
                           separators=(",", ":"), default=str).encode("utf-8")
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
-            (_SESSION, transport.mcp_session_id.encode("latin-1"))]})
+            (_SESSION_HEADER, transport.mcp_session_id.encode("latin-1"))]})
         await send({"type": "http.response.body", "body": data})
 
 
