@@ -1,6 +1,6 @@
 """Per-case look at the natural questions a mode misses: where each channel ranks the expected notes.
 
-    python benchmarks/nq_misses.py [DATA_DIR] [--vaults a,b] [--depth 30] [--all] [--json]
+    MEMORY_HUB_NQ_DIR=DIR python benchmarks/nq_misses.py [--vaults a,b] [--depth 30] [--all] [--json]
 
 Reads the indexed copies ``benchmarks/nq_eval.py`` keeps under ``$MEMORY_HUB_NQ_DIR`` (run it
 first; nothing is re-indexed here). For every answerable case whose best expected note is not at
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import DEFAULT_DATA  # noqa: E402
+
+from nq_eval import CASES_DIR, VAULTS, WORK_DIR  # noqa: E402  (the copies nq_eval indexed)
 
 from memory_hub.eval.golden import load_cases  # noqa: E402
 from memory_hub.index.embed import load_embedder  # noqa: E402
@@ -30,10 +30,6 @@ from memory_hub.index.lexical import Filters  # noqa: E402
 from memory_hub.index.store import Store  # noqa: E402
 from memory_hub.index.vectors import VectorIndex  # noqa: E402
 from memory_hub.retrieval import search as pipeline  # noqa: E402
-
-CASES_DIR = Path(__file__).resolve().parent / "natural_questions"
-WORK_DIR = Path(os.environ.get("MEMORY_HUB_NQ_DIR", "/tmp/mh-nq"))
-VAULTS = ["obsidian-help-en", "obsidian-help-ja", "obsidian-hub"]
 
 
 def ranks_of(ranked: list[tuple[int, float]], depth: int) -> dict[int, int]:
@@ -48,8 +44,8 @@ def analyse(vault_name: str, depth: int, every: bool) -> list[dict[str, Any]]:
     store = Store(vault)
     vi = VectorIndex(vault, load_embedder(None))
     plan = pipeline.stages("hybrid+graph")
-    paths = dict(store.conn.execute("SELECT path, id FROM notes").fetchall())
     meta = {int(r[0]): (r[1], r[2], r[3]) for r in store.conn.execute("SELECT id, path, title, description FROM notes")}
+    paths = {path: nid for nid, (path, _, _) in meta.items()}
     out = []
     for case in cases:
         if not case.expect:
@@ -98,7 +94,6 @@ def show(item: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA))
     parser.add_argument("--vaults", default=",".join(VAULTS))
     parser.add_argument("--depth", type=int, default=30)
     parser.add_argument("--all", action="store_true", help="every answerable case, not only those off rank 1")

@@ -9,17 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from memory_hub.index.blas import THREAD_VARIABLES as BLAS_THREADS
-from memory_hub.index.blas import limit_before_numpy as one_blas_thread
+from memory_hub.index.blas import THREAD_VARIABLES, limit_before_numpy
 
 
 def test_one_blas_thread_unless_a_count_is_set() -> None:
     env: dict[str, str] = {}
-    assert one_blas_thread(env) == ["OPENBLAS_NUM_THREADS"]
+    assert limit_before_numpy(env) == ["OPENBLAS_NUM_THREADS"]
     assert env == {"OPENBLAS_NUM_THREADS": "1"}
-    for name in BLAS_THREADS:  # a person's own setting, whichever library it names, is left as it is
+    for name in THREAD_VARIABLES:  # a person's own setting, whichever library it names, is left as it is
         mine = {name: "4"}
-        assert one_blas_thread(mine) == []
+        assert limit_before_numpy(mine) == []
         assert mine == {name: "4"}
 
 
@@ -35,7 +34,7 @@ def test_numpy_loaded_after_it_starts_no_blas_threads() -> None:
             "import numpy\n"
             "numpy.ones((2000, 384), dtype=numpy.float32) @ numpy.ones(384, dtype=numpy.float32)\n"
             "print(len(os.listdir('/proc/self/task')))\n")
-    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREADS}
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
 
     def threads(**extra: str) -> int:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, **extra},
