@@ -1,22 +1,27 @@
 """Recall's own index of the vault: cheap to query, persisted, updated by mtime + size per file.
 
-Built by walking the vault directly (not from the SQLite index), saved under
-``<vault>/.memory_hub/recall/`` as one file, so a warm restart reads that file and re-parses only
-the notes that changed. Per note it keeps what recall needs on the prompt path: how a prompt or a
-link may name the note (title, aliases, file stem), its outgoing links (backlinks for the
-graph-overview mode) and its terms weighted by field (title > aliases > file name >
-tags > description > body, body repetitions capped at 4). Scoring over it is ``recall_score.py``.
+Built by walking the vault directly (or from the notes a sync parsed), saved under
+``<vault>/.memory_hub/recall/index.sqlite3``. Per note it keeps what recall needs on the prompt
+path: how a prompt or a link may name the note (title, aliases, file stem), its outgoing links
+(backlinks for the graph-overview mode) and its terms weighted by field (title > aliases > file
+name > tags > description > body, body repetitions capped at 4). Scoring over it is ``recall_score.py``.
+
+A warm restart reads every note's small record (stamp, title, description, kind, names, links) and
+none of the postings: those stay in SQLite and are read per prompt term (``df``, ``data.postings``).
+Before version 7 the index was one pickle of every posting, read whole at every start (3.7 s of CPU
+at 30k notes, 417 MB at 100k). Changes are kept in memory (``_pending``) and written in one
+transaction per save, so an interrupted save leaves the last committed index, never half of one.
 """
 
 from __future__ import annotations
 
-import os
-import pickle
+import json
 import re
+import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -27,7 +32,12 @@ from ..index.terms import HAN, HANGUL, HIRAGANA, KATAKANA, STOPWORDS, is_identif
 from ..vault.notes import UNRANKED_KINDS, Note, parse_note
 from ..vault.walk import FileStat, OutsideVault, UnreadableNote, read_note_text, safe_path, walk
 
-INDEX_VERSION = 6  # 5: usage counters left the notes (and this index); 6: titles and templates as parse_note reads them now
+INDEX_VERSION = 7  # 5: usage counters left the notes (and this index); 6: titles and templates as parse_note reads
+# them now; 7: SQLite (index.sqlite3) instead of one pickle, postings read per term
+FILE_NAME = "index.sqlite3"
+OLD_FILES = ("index.pkl",)  # earlier versions' files: removed once this version has saved
+FLUSH_NOTES = 5_000  # a long build (a sync handing over every note) writes this many notes at a time
+BUSY_MS = 1_000  # a save waits this long for another process's write, then stays pending (retried later)
 
 # Field weights: a term in the title says the note is *about* it; in the body, only that it is mentioned.
 W_TITLE, W_ALIAS, W_STEM, W_TAG, W_DESC, W_BODY = 10.0, 8.0, 6.0, 5.0, 3.0, 1.0
@@ -105,10 +115,48 @@ class NoteInfo:
     title: str
     description: str
     kind: str
-    terms: tuple[str, ...]  # the note's terms; their weights live in the postings
     names: list[str]  # normalised title, aliases and file stem: how a prompt or a link names it
     links: list[str]  # normalised link targets (file stems)
     raw_transcript: bool = False  # a hook's saved transcript tail: uncurated, echoes past sessions
+
+
+# A note waiting to be written: its stamp, its record and weighted terms (None, None: an unreadable
+# note, remembered so it is not retried each prompt); None instead of the tuple: the note is gone.
+_Pending = tuple[int, int, "NoteInfo | None", "dict[str, float] | None"]
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    # info: JSON [title, description, kind, names, links, raw_transcript], NULL for an unreadable
+    # note; terms: JSON list of the note's terms (what a later change deletes from postings)
+    "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, "
+    "mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, info TEXT, terms TEXT NOT NULL DEFAULT '[]')",
+    "CREATE TABLE IF NOT EXISTS postings (term TEXT NOT NULL, note INTEGER NOT NULL, weight REAL NOT NULL, "
+    "PRIMARY KEY (term, note)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS terms (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID",
+)
+
+
+class _Postings(Mapping[str, dict[str, float]]):
+    """``{term: {path: weight}}`` read from SQLite per term (plus what is not saved yet). A prompt
+    needs a few terms' document counts (``RecallIndex.df``); iterating every term is for tests."""
+
+    def __init__(self, index: RecallIndex) -> None:
+        self._index = index
+
+    def __getitem__(self, term: str) -> dict[str, float]:
+        found = self._index._posting(term)
+        if not found:
+            raise KeyError(term)
+        return found
+
+    def __contains__(self, term: object) -> bool:
+        return isinstance(term, str) and self._index.df([term]).get(term, 0) > 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index._all_terms())
+
+    def __len__(self) -> int:
+        return len(self._index._all_terms())
 
 
 @dataclass
@@ -116,7 +164,7 @@ class _Data:
     version: int = INDEX_VERSION
     files: dict[str, tuple[int, int]] = field(default_factory=dict)
     notes: dict[str, NoteInfo] = field(default_factory=dict)
-    postings: dict[str, dict[str, float]] = field(default_factory=dict)
+    postings: Mapping[str, dict[str, float]] = field(default_factory=dict)
 
 
 def note_info(path: str, text: str) -> tuple[NoteInfo, dict[str, float]]:
@@ -131,7 +179,6 @@ def info_of_note(path: str, note: Note) -> tuple[NoteInfo, dict[str, float]]:
 
     def add(terms: Iterable[str], w: float) -> None:
         for t in set(terms):
-            t = sys.intern(t)  # one string object per term: the saved index stores it once
             weights[t] = weights.get(t, 0.0) + w
 
     stem = PurePosixPath(path).stem
@@ -144,12 +191,11 @@ def info_of_note(path: str, note: Note) -> tuple[NoteInfo, dict[str, float]]:
     for t in tokens(note.body[:BODY_CHARS]):
         counts[t] = counts.get(t, 0) + 1
     for t, n in counts.items():
-        t = sys.intern(t)
         weights[t] = weights.get(t, 0.0) + W_BODY * min(n, BODY_CAP)
     names = [_key(n) for n in (note.title, *note.aliases, stem) if n and _key(n)]
     links = [_key(PurePosixPath(link.target).stem) for link in note.links if link.target]
     return NoteInfo(
-        title=note.title, description=note.description, kind=note.kind, terms=tuple(weights),
+        title=note.title, description=note.description, kind=note.kind,
         names=list(dict.fromkeys(names)), links=list(dict.fromkeys(links)),
         raw_transcript=str(note.frontmatter.get("source", "")).endswith("-hook") and "transcript" in note.tags,
     ), weights
@@ -164,16 +210,25 @@ def _info_of(item: tuple[Path, str]) -> tuple[NoteInfo, dict[str, float]] | None
         return None
 
 
+def _each(values: Iterable[str]) -> str:
+    """A JSON array for ``IN (SELECT value FROM json_each(?))``: any number of values, one parameter."""
+    return json.dumps(list(values))
+
+
 class RecallIndex:
     """Recall's own inverted index of the vault, persisted across runs and updated incrementally."""
 
     def __init__(self, vault: Path) -> None:
         self.vault = Path(vault).resolve()
-        self.path = index_dir(self.vault) / "recall" / "index.pkl"
-        self.data = _Data()
+        self.path = index_dir(self.vault) / "recall" / FILE_NAME
+        self.data = _Data(postings=_Postings(self))
         self.complete = False  # every file of the last walk is indexed
         self.loaded_from_disk = False
+        self.save_error: str | None = None  # why the last save failed (its changes stay pending)
         self._lock = threading.RLock()
+        self._con: sqlite3.Connection | None = None
+        self._current = False  # the open file holds this version's index
+        self._pending: dict[str, _Pending | None] = {}
         self._names: dict[str, set[str]] | None = None
         self._heads: dict[str, list[str]] = {}
         self._backlinks: dict[str, int] | None = None
@@ -182,32 +237,228 @@ class RecallIndex:
         self._saved_at = time.monotonic()
 
     # persistence -------------------------------------------------------------------------------
-    def load(self) -> bool:
-        """Read the saved copy (one file). Returns False when there is none or it is unusable."""
+    def _connection(self, create: bool) -> sqlite3.Connection | None:
+        """The index file's connection (one per RecallIndex, used under ``_lock``); None when there
+        is no file and ``create`` is false."""
+        if self._con is None:
+            if not create and not self.path.is_file():
+                return None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            con = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
+            con.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+            con.execute("PRAGMA journal_mode = WAL")
+            con.execute("PRAGMA synchronous = NORMAL")
+            self._con = con
+        return self._con
+
+    def close(self) -> None:
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+            self._current = False
+
+    def _version(self, con: sqlite3.Connection) -> int | None:
         try:
-            with open(self.path, "rb") as fh:
-                raw = pickle.load(fh)  # our own cache file (plain dicts and tuples) in the index folder
-            if not isinstance(raw, dict) or raw.get("version") != INDEX_VERSION:
+            row = con.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+        except sqlite3.OperationalError:  # no meta table: an empty or foreign file
+            return None
+        try:
+            return int(row[0]) if row else None
+        except ValueError:
+            return None
+
+    def load(self) -> bool:
+        """Read every note's stamp and record (not its postings). False when there is no saved
+        index or it is unusable (another version, damaged): then the next refresh rebuilds it."""
+        with self._lock:
+            try:
+                con = self._connection(create=False)
+                if con is None or self._version(con) != INDEX_VERSION:
+                    return False
+                self._current = True
+                rows = con.execute("SELECT path, mtime_ns, size, info FROM notes").fetchall()
+                files = {p: (m, s) for p, m, s, _ in rows}
+                have = [(p, i) for p, _, _, i in rows if i is not None]
+                # one JSON parse for every record: a C loop, not a call per note
+                records = json.loads("[" + ",".join(i for _, i in have) + "]")
+                notes = {p: NoteInfo(*r) for (p, _), r in zip(have, records, strict=True)}
+            except (sqlite3.Error, ValueError, TypeError) as exc:
+                self.save_error = f"unreadable: {type(exc).__name__}: {exc}"[:200]
                 return False
-            data = _Data(INDEX_VERSION, raw["files"], {p: NoteInfo(*t) for p, t in raw["notes"].items()},
-                         raw["postings"])
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError,
-                KeyError, TypeError):
-            return False
-        self.data = data
-        self.loaded_from_disk = True
-        self._invalidate()
-        return True
+            self.data.files, self.data.notes = files, notes
+            self._pending.clear()
+            self.loaded_from_disk = True
+            self._invalidate()
+            return True
+
+    def _reset(self, con: sqlite3.Connection) -> None:
+        """Inside a write transaction: start the file over (no index yet, or another version's)."""
+        for table in ("notes", "postings", "terms", "meta"):
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+        for statement in _SCHEMA:
+            con.execute(statement)
+        con.execute("INSERT INTO meta (key, value) VALUES ('version', ?)", (str(INDEX_VERSION),))
+
+    def _open_for_writing(self) -> sqlite3.Connection:
+        """The connection with a write transaction begun; a damaged file is replaced first."""
+        con = None
+        try:
+            con = self._connection(create=True)
+            assert con is not None
+            con.execute("BEGIN IMMEDIATE")
+            if self._version(con) != INDEX_VERSION:
+                self._reset(con)
+            return con
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise  # another process is writing: this save stays pending
+            if con is not None and con.in_transaction:
+                con.execute("ROLLBACK")
+            self.close()  # not a database (or damaged): it is a cache, start it again
+            for suffix in ("", "-wal", "-shm"):
+                self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+            con = self._connection(create=True)
+            assert con is not None
+            con.execute("BEGIN IMMEDIATE")
+            self._reset(con)
+            return con
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".index.{os.getpid()}.{threading.get_ident()}.tmp")
-        d = self.data
-        plain = {"version": d.version, "files": d.files, "postings": d.postings,
-                 "notes": {p: tuple(vars(n).values()) for p, n in d.notes.items()}}
-        with open(tmp, "wb") as fh:
-            pickle.dump(plain, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, self.path)
+        """Write what changed since the last save, in one transaction (all of it or none)."""
+        with self._lock:
+            con = self._open_for_writing()
+            try:
+                self._write(con, self._pending)
+                con.execute("COMMIT")
+            except BaseException:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
+            self._pending.clear()
+            self._current = True
+            self.save_error = None
+            for old in OLD_FILES:  # an earlier version's file is never read again
+                self.path.with_name(old).unlink(missing_ok=True)
+
+    def _write(self, con: sqlite3.Connection, pending: dict[str, _Pending | None]) -> None:
+        if not pending:
+            return
+        old: dict[str, tuple[int, list[str]]] = {}
+        paths = list(pending)
+        for i in range(0, len(paths), 20_000):
+            for path, nid, terms in con.execute(
+                    "SELECT path, id, terms FROM notes WHERE path IN (SELECT value FROM json_each(?))",
+                    (_each(paths[i:i + 20_000]),)):
+                old[path] = (nid, json.loads(terms))
+        df: dict[str, int] = {}
+        gone: list[tuple[str, int]] = []
+        for nid, terms in old.values():
+            for t in terms:
+                gone.append((t, nid))
+                df[t] = df.get(t, 0) - 1
+        gone.sort()
+        con.executemany("DELETE FROM postings WHERE term = ? AND note = ?", gone)
+        rows: list[tuple[str, int, float]] = []
+        for path, entry in pending.items():
+            had = old.get(path)
+            if entry is None:
+                if had is not None:
+                    con.execute("DELETE FROM notes WHERE id = ?", (had[0],))
+                continue
+            mtime_ns, size, info, weights = entry
+            record = None if info is None else json.dumps(
+                [info.title, info.description, info.kind, info.names, info.links, info.raw_transcript])
+            terms = list(weights or ())
+            if had is not None:
+                nid = had[0]
+                con.execute("UPDATE notes SET mtime_ns = ?, size = ?, info = ?, terms = ? WHERE id = ?",
+                            (mtime_ns, size, record, json.dumps(terms), nid))
+            else:
+                nid = con.execute("INSERT INTO notes (path, mtime_ns, size, info, terms) VALUES (?, ?, ?, ?, ?)",
+                                  (path, mtime_ns, size, record, json.dumps(terms))).lastrowid
+            for t in terms:
+                rows.append((t, nid, weights[t]))  # type: ignore[index]
+                df[t] = df.get(t, 0) + 1
+        rows.sort()
+        con.executemany("INSERT INTO postings (term, note, weight) VALUES (?, ?, ?)", rows)
+        con.executemany("INSERT INTO terms (term, df) VALUES (?, ?) "
+                        "ON CONFLICT (term) DO UPDATE SET df = df + excluded.df",
+                        sorted((t, n) for t, n in df.items() if n))
+        con.executemany("DELETE FROM terms WHERE term = ? AND df <= 0", sorted((t,) for t, n in df.items() if n < 0))
+
+    def _try_save(self) -> bool:
+        """``save``, and on failure (another writer, a full disk) keep the changes pending and say why."""
+        try:
+            self.save()
+        except (OSError, sqlite3.Error) as exc:
+            self.save_error = f"{type(exc).__name__}: {exc}"[:200]
+            return False
+        return True
+
+    # reading postings ---------------------------------------------------------------------------
+    def _readable(self) -> sqlite3.Connection | None:
+        """The connection when the file holds this version's index (checked once), else None."""
+        if self._current:
+            return self._con
+        con = self._connection(create=False)
+        if con is None:
+            return None
+        try:
+            self._current = self._version(con) == INDEX_VERSION
+        except sqlite3.DatabaseError:
+            return None
+        return con if self._current else None
+
+    def _saved_terms(self, paths: list[str]) -> dict[str, set[str]]:
+        """The terms the saved index has for ``paths`` (what their pending change replaces)."""
+        con = self._readable()
+        if con is None or not paths:
+            return {}
+        return {p: set(json.loads(t)) for p, t in con.execute(
+            "SELECT path, terms FROM notes WHERE path IN (SELECT value FROM json_each(?))", (_each(paths),))}
+
+    def df(self, terms: Iterable[str]) -> dict[str, int]:
+        """How many notes have each term (0: none): what a long prompt's rarest terms are chosen by."""
+        wanted = list(dict.fromkeys(terms))
+        with self._lock:
+            out = dict.fromkeys(wanted, 0)
+            con = self._readable()
+            if con is not None and wanted:
+                out.update(con.execute("SELECT term, df FROM terms WHERE term IN (SELECT value FROM json_each(?))",
+                                       (_each(wanted),)))
+            if self._pending:
+                saved = self._saved_terms(list(self._pending))
+                for path, entry in self._pending.items():
+                    new = entry[3] if entry is not None else None
+                    for t in wanted:
+                        out[t] += (t in new if new else 0) - (t in saved.get(path, ()))
+            return out
+
+    def _posting(self, term: str) -> dict[str, float]:
+        with self._lock:
+            out: dict[str, float] = {}
+            con = self._readable()
+            if con is not None:
+                out.update(con.execute("SELECT n.path, p.weight FROM postings p JOIN notes n ON n.id = p.note "
+                                       "WHERE p.term = ?", (term,)))
+            for path, entry in self._pending.items():
+                out.pop(path, None)
+                if entry is not None and entry[3] and term in entry[3]:
+                    out[path] = entry[3][term]
+            return out
+
+    def _all_terms(self) -> list[str]:
+        with self._lock:
+            con = self._readable()
+            found: set[str] = set()
+            if con is not None:
+                found.update(t for (t,) in con.execute("SELECT term FROM terms"))
+            for entry in self._pending.values():
+                if entry is not None and entry[3]:
+                    found.update(entry[3])
+            counts = self.df(found)
+            return sorted(t for t in found if counts[t] > 0)
 
     def _invalidate(self) -> None:
         self._names = None
@@ -215,37 +466,35 @@ class RecallIndex:
 
     # updating ----------------------------------------------------------------------------------
     def _remove(self, path: str) -> None:
-        info = self.data.notes.pop(path, None)
         self.data.files.pop(path, None)
-        if info is None:
-            return
-        for t in info.terms:
-            posting = self.data.postings.get(t)
-            if posting is not None:
-                posting.pop(path, None)
-                if not posting:
-                    del self.data.postings[t]
+        self.data.notes.pop(path, None)
+        self._pending[path] = None
 
-    def _add(self, path: str, info: NoteInfo, weights: dict[str, float]) -> None:
+    def _add(self, path: str, stat: tuple[int, int], info: NoteInfo, weights: dict[str, float]) -> None:
         self.data.notes[path] = info
-        for t, w in weights.items():
-            self.data.postings.setdefault(t, {})[path] = w
+        self.data.files[path] = stat
+        self._pending[path] = (*stat, info, weights)
 
-    def _put(self, path: str, found: tuple[NoteInfo, dict[str, float]]) -> None:
-        """A note parsed in a worker (``info_of_note``), its terms interned (one object per term)."""
+    def _unreadable(self, path: str, stat: tuple[int, int]) -> None:
+        """Remembered with its stamp, so it is not retried each prompt (until it changes)."""
+        self.data.notes.pop(path, None)
+        self.data.files[path] = stat
+        self._pending[path] = (*stat, None, None)
+
+    def _put(self, path: str, stat: tuple[int, int], found: tuple[NoteInfo, dict[str, float]]) -> None:
+        """A note parsed in a worker (``info_of_note``), its terms interned (one object per term
+        while a build holds thousands of notes' terms before writing them)."""
         info, weights = found
-        weights = {sys.intern(t): w for t, w in weights.items()}
-        info.terms = tuple(weights)
-        self._add(path, info, weights)
+        self._add(path, stat, info, {sys.intern(t): w for t, w in weights.items()})
 
     def take(self, stat: FileStat, found: tuple[NoteInfo, dict[str, float]]) -> None:
         """One note the sync parsed (``info_of_note`` in its worker), as ``refresh`` would add it."""
         with self._lock:
-            self._remove(stat.path)
-            self._put(stat.path, found)
-            self.data.files[stat.path] = (stat.mtime_ns, stat.size)
+            self._put(stat.path, (stat.mtime_ns, stat.size), found)
             self._invalidate()
             self._unsaved = True
+            if len(self._pending) >= FLUSH_NOTES and self._try_save():  # a long build: bounded memory
+                self._unsaved, self._saved_at = False, time.monotonic()
 
     def note_hook(self) -> tuple[Any, Any]:
         """A ``sync.NoteHook`` that fills this index from the notes a sync parses."""
@@ -286,41 +535,42 @@ class RecallIndex:
                 from ..index.sync import worker_map  # not at the top: a cold hook process never needs it
 
                 for st, found in zip(due, worker_map(_info_of, [(self.vault, st.path) for st in due]), strict=True):
-                    self._remove(st.path)
                     if found is not None:
-                        self._put(st.path, found)
+                        self._put(st.path, (st.mtime_ns, st.size), found)
                         changed += 1
-                    known[st.path] = (st.mtime_ns, st.size)
+                    else:
+                        self._unreadable(st.path, (st.mtime_ns, st.size))
+                    if len(self._pending) >= FLUSH_NOTES:
+                        self._try_save()
                 due = []
             for st in due:
                 if deadline is not None and time.monotonic() > deadline:
                     complete = False
                     break
-                self._remove(st.path)
                 try:
                     text = read_note_text(self.vault, st.path)
                 except (UnreadableNote, OSError):
-                    known[st.path] = (st.mtime_ns, st.size)  # remember, so it is not retried each prompt
+                    self._unreadable(st.path, (st.mtime_ns, st.size))
                     continue
-                self._add(st.path, *note_info(st.path, text))
-                known[st.path] = (st.mtime_ns, st.size)
+                self._add(st.path, (st.mtime_ns, st.size), *note_info(st.path, text))
                 changed += 1
             if only is None:
                 self.complete = complete
             if changed or removed:
                 self._invalidate()
+            if self._pending:
                 self._unsaved = True
             # The saved copy only speeds up the next cold start, and it stays consistent however old
             # it is (files and their terms are saved together): a watcher's small updates save at
             # most once a minute, a full refresh saves at once.
             if self._unsaved and (only is None or time.monotonic() - self._saved_at > SAVE_EVERY):
-                try:
-                    self.save()
+                if self._try_save():
                     self._unsaved, self._saved_at = False, time.monotonic()
-                except OSError:
-                    pass
             self.last_refresh = time.monotonic()
-            return {"changed": changed, "removed": removed, "notes": len(self.data.notes)}
+            out = {"changed": changed, "removed": removed, "notes": len(self.data.notes)}
+            if self.save_error:
+                out["unsaved"] = len(self._pending)  # said, not hidden: the next save retries them
+            return out
 
     # lookups -----------------------------------------------------------------------------------
     def names(self) -> dict[str, set[str]]:
