@@ -7,7 +7,8 @@ path: how a prompt or a link may name the note (title, aliases, file stem), its 
 name > tags > description > body, body repetitions capped at 4). Scoring over it is ``recall_score.py``.
 
 A warm restart reads every note's small record (stamp, title, description, kind, names, links) and
-none of the postings: those stay in SQLite and are read per prompt term (``df``, ``data.postings``).
+none of the postings: those stay in SQLite (by note, for cheap updates), and a prompt reads only
+its terms' document counts (``df``).
 Before version 7 the index was one pickle of every posting, read whole at every start (3.7 s of CPU
 at 30k notes, 417 MB at 100k). Changes are kept in memory (``_pending``) and written in one
 transaction per save, so an interrupted save leaves the last committed index, never half of one.
@@ -126,19 +127,21 @@ _Pending = tuple[int, int, "NoteInfo | None", "dict[str, float] | None"]
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    # info: JSON [title, description, kind, names, links, raw_transcript], NULL for an unreadable
-    # note; terms: JSON list of the note's terms (what a later change deletes from postings)
+    # info: JSON [title, description, kind, names, links, raw_transcript]; NULL: an unreadable note
     "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, "
-    "mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, info TEXT, terms TEXT NOT NULL DEFAULT '[]')",
-    "CREATE TABLE IF NOT EXISTS postings (term TEXT NOT NULL, note INTEGER NOT NULL, weight REAL NOT NULL, "
-    "PRIMARY KEY (term, note)) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS terms (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID",
+    "mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, info TEXT)",
+    # every term ever seen gets an id (kept, so ids are stable across processes); df: notes with it
+    "CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE, df INTEGER NOT NULL)",
+    # clustered by note: a changed note's rows are one range (deleted at once), a build appends
+    "CREATE TABLE IF NOT EXISTS postings (note INTEGER NOT NULL, term INTEGER NOT NULL, weight REAL NOT NULL, "
+    "PRIMARY KEY (note, term)) WITHOUT ROWID",
 )
 
 
 class _Postings(Mapping[str, dict[str, float]]):
-    """``{term: {path: weight}}`` read from SQLite per term (plus what is not saved yet). A prompt
-    needs a few terms' document counts (``RecallIndex.df``); iterating every term is for tests."""
+    """``{term: {path: weight}}`` from SQLite (plus what is not saved yet), for tests and tools: the
+    postings are stored by note, so a term's posting is a scan. A prompt needs only a few terms'
+    document counts, read per term from the terms table (``RecallIndex.df``)."""
 
     def __init__(self, index: RecallIndex) -> None:
         self._index = index
@@ -208,6 +211,18 @@ def _info_of(item: tuple[Path, str]) -> tuple[NoteInfo, dict[str, float]] | None
         return note_info(path, read_note_text(vault, path))
     except (UnreadableNote, OSError):
         return None
+
+
+def _record(info: NoteInfo) -> str:
+    """A note's saved record: JSON, its text as UTF-8 (a third the size of escapes, and faster to
+    read back), escaped only when it holds what UTF-8 cannot (a lone surrogate from a file name)."""
+    fields = [info.title, info.description, info.kind, info.names, info.links, info.raw_transcript]
+    text = json.dumps(fields, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(fields)
+    return text
 
 
 def _each(values: Iterable[str]) -> str:
@@ -341,51 +356,58 @@ class RecallIndex:
             for old in OLD_FILES:  # an earlier version's file is never read again
                 self.path.with_name(old).unlink(missing_ok=True)
 
+    def _term_ids(self, con: sqlite3.Connection, terms: set[str]) -> dict[str, int]:
+        """Ids of ``terms``, new ones added (inside the save's transaction)."""
+        ids: dict[str, int] = {}
+        todo = list(terms)
+        for i in range(0, len(todo), 50_000):
+            ids.update(con.execute("SELECT term, id FROM terms WHERE term IN (SELECT value FROM json_each(?))",
+                                   (_each(todo[i:i + 50_000]),)))
+        missing = sorted(t for t in terms if t not in ids)
+        if missing:
+            con.executemany("INSERT INTO terms (term, df) VALUES (?, 0)", ((t,) for t in missing))
+            for i in range(0, len(missing), 50_000):
+                ids.update(con.execute("SELECT term, id FROM terms WHERE term IN (SELECT value FROM json_each(?))",
+                                       (_each(missing[i:i + 50_000]),)))
+        return ids
+
     def _write(self, con: sqlite3.Connection, pending: dict[str, _Pending | None]) -> None:
         if not pending:
             return
-        old: dict[str, tuple[int, list[str]]] = {}
+        old: dict[str, int] = {}
         paths = list(pending)
         for i in range(0, len(paths), 20_000):
-            for path, nid, terms in con.execute(
-                    "SELECT path, id, terms FROM notes WHERE path IN (SELECT value FROM json_each(?))",
-                    (_each(paths[i:i + 20_000]),)):
-                old[path] = (nid, json.loads(terms))
-        df: dict[str, int] = {}
-        gone: list[tuple[str, int]] = []
-        for nid, terms in old.values():
-            for t in terms:
-                gone.append((t, nid))
-                df[t] = df.get(t, 0) - 1
-        gone.sort()
-        con.executemany("DELETE FROM postings WHERE term = ? AND note = ?", gone)
-        rows: list[tuple[str, int, float]] = []
+            old.update(con.execute("SELECT path, id FROM notes WHERE path IN (SELECT value FROM json_each(?))",
+                                   (_each(paths[i:i + 20_000]),)))
+        df: dict[int, int] = {}
+        for nid in old.values():  # what the saved index had for these notes goes first
+            for (tid,) in con.execute("SELECT term FROM postings WHERE note = ?", (nid,)):
+                df[tid] = df.get(tid, 0) - 1
+        con.executemany("DELETE FROM postings WHERE note = ?", ((nid,) for nid in sorted(old.values())))
+        ids = self._term_ids(con, {t for entry in pending.values() if entry and entry[3] for t in entry[3]})
+        rows: list[tuple[int, int, float]] = []
         for path, entry in pending.items():
             had = old.get(path)
             if entry is None:
                 if had is not None:
-                    con.execute("DELETE FROM notes WHERE id = ?", (had[0],))
+                    con.execute("DELETE FROM notes WHERE id = ?", (had,))
                 continue
             mtime_ns, size, info, weights = entry
-            record = None if info is None else json.dumps(
-                [info.title, info.description, info.kind, info.names, info.links, info.raw_transcript])
-            terms = list(weights or ())
+            record = None if info is None else _record(info)
             if had is not None:
-                nid = had[0]
-                con.execute("UPDATE notes SET mtime_ns = ?, size = ?, info = ?, terms = ? WHERE id = ?",
-                            (mtime_ns, size, record, json.dumps(terms), nid))
+                nid = had
+                con.execute("UPDATE notes SET mtime_ns = ?, size = ?, info = ? WHERE id = ?",
+                            (mtime_ns, size, record, nid))
             else:
-                nid = con.execute("INSERT INTO notes (path, mtime_ns, size, info, terms) VALUES (?, ?, ?, ?, ?)",
-                                  (path, mtime_ns, size, record, json.dumps(terms))).lastrowid
-            for t in terms:
-                rows.append((t, nid, weights[t]))  # type: ignore[index]
-                df[t] = df.get(t, 0) + 1
+                nid = con.execute("INSERT INTO notes (path, mtime_ns, size, info) VALUES (?, ?, ?, ?)",
+                                  (path, mtime_ns, size, record)).lastrowid
+            for t, w in (weights or {}).items():
+                tid = ids[t]
+                rows.append((nid, tid, w))
+                df[tid] = df.get(tid, 0) + 1
         rows.sort()
-        con.executemany("INSERT INTO postings (term, note, weight) VALUES (?, ?, ?)", rows)
-        con.executemany("INSERT INTO terms (term, df) VALUES (?, ?) "
-                        "ON CONFLICT (term) DO UPDATE SET df = df + excluded.df",
-                        sorted((t, n) for t, n in df.items() if n))
-        con.executemany("DELETE FROM terms WHERE term = ? AND df <= 0", sorted((t,) for t, n in df.items() if n < 0))
+        con.executemany("INSERT INTO postings (note, term, weight) VALUES (?, ?, ?)", rows)
+        con.executemany("UPDATE terms SET df = df + ? WHERE id = ?", sorted((n, t) for t, n in df.items() if n))
 
     def _try_save(self) -> bool:
         """``save``, and on failure (another writer, a full disk) keep the changes pending and say why."""
@@ -415,8 +437,12 @@ class RecallIndex:
         con = self._readable()
         if con is None or not paths:
             return {}
-        return {p: set(json.loads(t)) for p, t in con.execute(
-            "SELECT path, terms FROM notes WHERE path IN (SELECT value FROM json_each(?))", (_each(paths),))}
+        out: dict[str, set[str]] = {}
+        for path, term in con.execute(
+                "SELECT n.path, t.term FROM notes n JOIN postings p ON p.note = n.id JOIN terms t ON t.id = p.term "
+                "WHERE n.path IN (SELECT value FROM json_each(?))", (_each(paths),)):
+            out.setdefault(path, set()).add(term)
+        return out
 
     def df(self, terms: Iterable[str]) -> dict[str, int]:
         """How many notes have each term (0: none): what a long prompt's rarest terms are chosen by."""
@@ -440,8 +466,10 @@ class RecallIndex:
             out: dict[str, float] = {}
             con = self._readable()
             if con is not None:
+                # every row is read: postings are clustered by note (this is for tests and tools;
+                # a prompt asks ``df``)
                 out.update(con.execute("SELECT n.path, p.weight FROM postings p JOIN notes n ON n.id = p.note "
-                                       "WHERE p.term = ?", (term,)))
+                                       "WHERE p.term = (SELECT id FROM terms WHERE term = ?)", (term,)))
             for path, entry in self._pending.items():
                 out.pop(path, None)
                 if entry is not None and entry[3] and term in entry[3]:
@@ -453,7 +481,7 @@ class RecallIndex:
             con = self._readable()
             found: set[str] = set()
             if con is not None:
-                found.update(t for (t,) in con.execute("SELECT term FROM terms"))
+                found.update(t for (t,) in con.execute("SELECT term FROM terms WHERE df > 0"))
             for entry in self._pending.values():
                 if entry is not None and entry[3]:
                     found.update(entry[3])
