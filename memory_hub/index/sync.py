@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import marshal
 import os
 import sqlite3
 import stat as stat_module
@@ -480,9 +481,11 @@ WALK_DIGEST = "walk_digest"  # meta: "<notes_changed_at> <walk_digest>" of the l
 
 
 def walk_digest(seen: dict[str, tuple[int, int]]) -> str:
-    """A digest of a walk's ``{path: (mtime_ns, size)}`` in walk order (``repr``: one C pass, no
-    object per file; paths that are not valid UTF-8 appear escaped)."""
-    return hashlib.blake2b(repr(seen).encode("utf-8"), digest_size=16).hexdigest()
+    """A digest of a walk's ``{path: (mtime_ns, size)}`` in walk order: ``marshal`` makes its bytes
+    in one C pass (~0.4 µs a file; ``repr`` was 1.5 µs, as much as reading the stamps from SQLite).
+    Equal bytes mean equal walks; bytes that differ for equal walks (another Python's marshal
+    format) only cost one read of the stamps."""
+    return hashlib.blake2b(marshal.dumps(seen), digest_size=16).hexdigest()
 
 
 def _known_stamps(conn: sqlite3.Connection, paths: list[str] | None = None) -> dict[str, tuple[int, int]]:
