@@ -155,3 +155,24 @@ def test_a_long_build_writes_in_groups(make_vault, monkeypatch, tmp_path: Path, 
     assert _contents(grouped) == _contents(whole) and len(grouped.data.notes) == 100
     reread = RecallIndex(vault)
     assert reread.load() and _contents(reread) == _contents(whole)
+
+
+def test_a_save_blocked_by_another_writer_stays_pending_and_is_said(make_vault) -> None:
+    vault, _ = make_vault({f"n{i}.md": note(f"Note {i}", f"gamma {i}") for i in range(5)})
+    first = RecallIndex(vault)
+    first.refresh()
+    (vault / "n9.md").write_text(note("Nine", "okapi"), encoding="utf-8")
+    other = sqlite3.connect(first.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process in the middle of its own save
+    try:
+        index = RecallIndex(vault)
+        assert index.load()
+        stats = index.refresh()
+        assert stats["changed"] == 1 and stats["unsaved"] == 1 and "locked" in (index.save_error or "")
+        assert index.df(["okapi"]) == {"okapi": 1}  # this process answers with the change all the same
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert "unsaved" not in index.refresh()  # nothing new, but what was pending is written now
+    again = RecallIndex(vault)
+    assert again.load() and again.df(["okapi"]) == {"okapi": 1} and "n9.md" in again.data.notes

@@ -266,6 +266,19 @@ class RecallIndex:
             self._con = con
         return self._con
 
+    def saved_at(self) -> float:
+        """When the last save committed (time.time()); 0.0 when there is no saved index."""
+        with self._lock:
+            con = self._readable()
+            if con is None:
+                return 0.0
+            row = con.execute("SELECT value FROM meta WHERE key = 'saved_at'").fetchone()
+            return float(row[0]) if row else 0.0
+
+    def old_files(self) -> list[Path]:
+        """An earlier version's saved index, still on disk (rebuilt and removed by the next save)."""
+        return [p for p in (self.path.with_name(n) for n in OLD_FILES) if p.exists()]
+
     def close(self) -> None:
         with self._lock:
             if self._con is not None:
@@ -345,6 +358,8 @@ class RecallIndex:
             con = self._open_for_writing()
             try:
                 self._write(con, self._pending)
+                con.execute("INSERT INTO meta (key, value) VALUES ('saved_at', ?) "
+                            "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (f"{time.time():.3f}",))
                 con.execute("COMMIT")
             except BaseException:
                 if con.in_transaction:
@@ -409,7 +424,7 @@ class RecallIndex:
         con.executemany("INSERT INTO postings (note, term, weight) VALUES (?, ?, ?)", rows)
         con.executemany("UPDATE terms SET df = df + ? WHERE id = ?", sorted((n, t) for t, n in df.items() if n))
 
-    def _try_save(self) -> bool:
+    def try_save(self) -> bool:
         """``save``, and on failure (another writer, a full disk) keep the changes pending and say why."""
         try:
             self.save()
@@ -521,7 +536,7 @@ class RecallIndex:
             self._put(stat.path, (stat.mtime_ns, stat.size), found)
             self._invalidate()
             self._unsaved = True
-            if len(self._pending) >= FLUSH_NOTES and self._try_save():  # a long build: bounded memory
+            if len(self._pending) >= FLUSH_NOTES and self.try_save():  # a long build: bounded memory
                 self._unsaved, self._saved_at = False, time.monotonic()
 
     def note_hook(self) -> tuple[Any, Any]:
@@ -569,7 +584,7 @@ class RecallIndex:
                     else:
                         self._unreadable(st.path, (st.mtime_ns, st.size))
                     if len(self._pending) >= FLUSH_NOTES:
-                        self._try_save()
+                        self.try_save()
                 due = []
             for st in due:
                 if deadline is not None and time.monotonic() > deadline:
@@ -592,7 +607,7 @@ class RecallIndex:
             # it is (files and their terms are saved together): a watcher's small updates save at
             # most once a minute, a full refresh saves at once.
             if self._unsaved and (only is None or time.monotonic() - self._saved_at > SAVE_EVERY):
-                if self._try_save():
+                if self.try_save():
                     self._unsaved, self._saved_at = False, time.monotonic()
             self.last_refresh = time.monotonic()
             out = {"changed": changed, "removed": removed, "notes": len(self.data.notes)}
