@@ -90,12 +90,13 @@ def main() -> int:
     if args.baseline:
         sides["baseline"] = (args.baseline / ".venv/bin/python", args.baseline_vault or args.vault, args.baseline)
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in sides}
+    load_before = os.getloadavg()
     for py, vault, cwd in sides.values():  # one warm-up each (page cache), not counted
         one(str(py), vault, args.prompt, cwd)
     for _ in range(args.runs):
         for name, (py, vault, cwd) in sides.items():
             runs[name].append(one(str(py), vault, args.prompt, cwd))
-    result: dict[str, Any] = {"vault": args.name, "runs": args.runs, "load_average": os.getloadavg(), "sides": {}}
+    result: dict[str, Any] = {"vault": args.name, "runs": args.runs, "load_average": load_before, "sides": {}}
     rows: list[dict[str, Any]] = []
     columns = ["side", "notes", "load s med / p95", "load CPU s", "first prompt ms", "open+prompt s med / p95",
                "open+prompt CPU s", "RSS MB", "index MB"]
