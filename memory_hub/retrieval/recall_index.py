@@ -129,9 +129,10 @@ _Pending = tuple[int, int, "NoteInfo | None", "dict[str, float] | None"]
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    # info: JSON [title, description, kind, names, links, raw_transcript]; NULL: an unreadable note
+    # info: JSON [kind, names, links, raw_transcript], NULL: an unreadable note; title and
+    # description in columns of their own (plain text read as it is, not JSON escapes parsed)
     "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, "
-    "mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, info TEXT)",
+    "mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, info TEXT, title TEXT, description TEXT)",
     # every term ever seen gets an id (kept, so ids are stable across processes); df: notes with it
     "CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE, df INTEGER NOT NULL)",
     # clustered by note: a changed note's rows are one range (deleted at once), a build appends
@@ -215,12 +216,21 @@ def _info_of(item: tuple[Path, str]) -> tuple[NoteInfo, dict[str, float]] | None
         return None
 
 
-def _record(info: NoteInfo) -> str:
-    """A note's saved record: JSON, ASCII (escapes): a warm open joins every record into one string
-    to parse them in one call, and one emoji in UTF-8 text would make that string 4 bytes a
-    character (measured: +40 MB and slower at 30k notes); escapes also carry a file name's lone
-    surrogates, which UTF-8 cannot."""
-    return json.dumps([info.title, info.description, info.kind, info.names, info.links, info.raw_transcript])
+def _record(info: NoteInfo) -> tuple[str, str, str]:
+    """A note's saved record, title and description. The record is JSON in ASCII (escapes): a warm
+    open joins every record into one string to parse them in one call, and one emoji in UTF-8 text
+    would make that string 4 bytes a character (measured: +40 MB and slower at 30k notes); title
+    and description, most of the text, are plain columns (a lone surrogate from a file name, which
+    UTF-8 cannot hold, is replaced there)."""
+    def text(value: str) -> str:
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "replace").decode("utf-8")
+
+    return (json.dumps([info.kind, info.names, info.links, info.raw_transcript]), text(info.title),
+            text(info.description))
 
 
 @contextlib.contextmanager
@@ -317,12 +327,12 @@ class RecallIndex:
                     return False
                 self._current = True
                 with _no_gc():
-                    rows = con.execute("SELECT path, mtime_ns, size, info FROM notes").fetchall()
-                    files = {p: (m, s) for p, m, s, _ in rows}
-                    have = [(p, i) for p, _, _, i in rows if i is not None]
+                    rows = con.execute("SELECT path, mtime_ns, size, info, title, description FROM notes").fetchall()
+                    files = {r[0]: (r[1], r[2]) for r in rows}
+                    have = [r for r in rows if r[3] is not None]
                     # one JSON parse for every record: a C loop, not a call per note
-                    records = json.loads("[" + ",".join(i for _, i in have) + "]")
-                    notes = {p: NoteInfo(*r) for (p, _), r in zip(have, records, strict=True)}
+                    records = json.loads("[" + ",".join(r[3] for r in have) + "]")
+                    notes = {r[0]: NoteInfo(r[4], r[5], *rec) for r, rec in zip(have, records, strict=True)}
             except (sqlite3.Error, ValueError, TypeError) as exc:
                 self.save_error = f"unreadable: {type(exc).__name__}: {exc}"[:200]
                 return False
@@ -420,14 +430,14 @@ class RecallIndex:
                     con.execute("DELETE FROM notes WHERE id = ?", (had,))
                 continue
             mtime_ns, size, info, weights = entry
-            record = None if info is None else _record(info)
+            record, title, description = (None, None, None) if info is None else _record(info)
             if had is not None:
                 nid = had
-                con.execute("UPDATE notes SET mtime_ns = ?, size = ?, info = ? WHERE id = ?",
-                            (mtime_ns, size, record, nid))
+                con.execute("UPDATE notes SET mtime_ns = ?, size = ?, info = ?, title = ?, description = ? WHERE id = ?",
+                            (mtime_ns, size, record, title, description, nid))
             else:
-                nid = con.execute("INSERT INTO notes (path, mtime_ns, size, info) VALUES (?, ?, ?, ?)",
-                                  (path, mtime_ns, size, record)).lastrowid
+                nid = con.execute("INSERT INTO notes (path, mtime_ns, size, info, title, description) "
+                                  "VALUES (?, ?, ?, ?, ?, ?)", (path, mtime_ns, size, record, title, description)).lastrowid
             for t, w in (weights or {}).items():
                 tid = ids[t]
                 rows.append((nid, tid, w))
