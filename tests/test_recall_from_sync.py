@@ -67,3 +67,34 @@ def test_recall_index_from_the_sync_equals_its_own_build(tmp_path: Path, workers
     # saved and loaded back whole
     again = RecallIndex(hooked_vault)
     assert again.load() and _contents(again) == _contents(own)
+
+
+def test_memory_hub_index_walks_the_vault_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """``memory-hub index`` hands recall's index the sync's walk (``SyncReport.walked``): the vault's
+    folders are listed once per run, cold and warm, and recall's index still ends up with every
+    note (as its own walk would have found)."""
+    import json
+
+    from memory_hub import cli
+    from memory_hub.vault import walk as walk_module
+
+    vault = _vault(tmp_path / "v", 12)
+    walks: list[str] = []
+    folders = walk_module._folders
+
+    def counted(root, skipped):  # noqa: ANN001, ANN202 - the real walk, counted
+        walks.append(str(root))
+        return folders(root, skipped)
+
+    monkeypatch.setattr(walk_module, "_folders", counted)
+    for run in ("cold", "warm"):
+        walks.clear()
+        assert cli.main(["--vault", str(vault), "index", "--no-vectors", "--json"]) == 0, run
+        out = json.loads(capsys.readouterr().out)
+        assert len(walks) == 1, (run, walks)
+    monkeypatch.setattr(walk_module, "_folders", folders)
+    notes = {p for p in walk_module.stat_map(vault) if p.endswith(".md")}
+    index = RecallIndex(vault)
+    assert index.load() and set(index.data.files) == notes and set(index.data.notes) <= notes
+    assert len(index.data.notes) >= len(notes) - 1 and out["recall"]["changed"] == 0  # (broken.md may not parse)
