@@ -384,3 +384,17 @@ def test_a_bulk_update_stopped_midway_never_hides_indexed_notes_from_search(tmp_
     assert_consistent(store)
     for i in range(70):
         assert f"n{i:02d}.md" in [h.path for h in search(store, f"marker{i}x", k=3, mode="lexical").hits]
+
+
+def test_the_walk_skips_every_skip_dir_by_its_leading_dot(tmp_path: Path) -> None:
+    """The walk has one rule for folders that are never content: a leading dot. It holds for every
+    ``config.SKIP_DIRS`` name (a new one without a dot would need its own check in ``vault/walk``)."""
+    from memory_hub.config import SKIP_DIRS
+    from memory_hub.vault.walk import stat_map, walk
+
+    assert SKIP_DIRS and all(name.startswith(".") for name in SKIP_DIRS)
+    for name in SKIP_DIRS:
+        (tmp_path / name / "deep").mkdir(parents=True)
+        (tmp_path / name / "deep" / "note.md").write_text("# hidden\n", encoding="utf-8")
+    (tmp_path / "kept.md").write_text("# kept\n", encoding="utf-8")
+    assert [st.path for st in walk(tmp_path)] == ["kept.md"] == list(stat_map(tmp_path))
