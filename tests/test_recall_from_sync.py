@@ -12,6 +12,7 @@ from memory_hub.config import template_dir
 from memory_hub.index.store import Store
 from memory_hub.index.sync import sync
 from memory_hub.retrieval.recall_index import RecallIndex
+from memory_hub.vault.walk import stat_map
 
 
 def _vault(root: Path, n: int) -> Path:
@@ -53,9 +54,12 @@ def test_recall_index_from_the_sync_equals_its_own_build(tmp_path: Path, workers
 
     derive = hooked.note_hook()[0]
     sync(hooked_vault, progress=False, note_hook=(derive, take))
-    assert len(parsed) >= 40  # the sync handed over the notes it parsed
-    stats = hooked.refresh()  # reads only what the sync did not hand over
-    assert stats["changed"] < len(parsed)
+    walked = {p: st for p, st in stat_map(hooked_vault).items() if p.lower().endswith(".md")}
+    assert len(walked) > 40 and sorted(parsed) == sorted(walked)  # every note handed over, once
+    # recall's index holds exactly those notes, at the stamps the walk saw: nothing is left to read
+    assert hooked.data.files == walked and set(hooked.data.notes) == set(walked)
+    stats = hooked.refresh()
+    assert stats == {"changed": 0, "removed": 0, "notes": len(walked)}  # and nothing was re-read
     assert _contents(hooked) == _contents(own)
 
     # the SQLite index is the one a sync without the hook builds
