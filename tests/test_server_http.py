@@ -344,10 +344,12 @@ def _answers(port: int) -> dict:
             data.pop("usage", None)  # read_note counts each read: the second server sees one more
             # the freshness signal is the vault's state at that moment (the first server's usage log
             # may still be pending in the second's watcher), not the path that answered: keep its keys
-            data.pop("stale", None)
-            for key in ("pending_changes", "models_ready"):
-                if key in data:
-                    data[key] = "present"
+            # (search and related carry it under "index", other tools at the top)
+            for holder in (data, data.get("index") if isinstance(data.get("index"), dict) else {}):
+                holder.pop("stale", None)
+                for key in ("pending_changes", "models_ready"):
+                    if key in holder:
+                        holder[key] = "present"
             out[f"{name}-{i}"] = (bool(result.get("isError")), data)
         out["unknown_session"] = _post(client, url, {"jsonrpc": "2.0", "id": 90, "method": "tools/call", "params": {
             "name": "search", "arguments": {"query": "x"}}}, "not-a-session").status_code
