@@ -76,6 +76,9 @@ class SyncReport:
     descriptions_local: bool = True  # descriptions were chosen again only for this report's notes
     seconds: float = 0.0
     interrupted: bool = False
+    # A full sync given a ``note_hook``: the walk its notes were taken from ({path: (mtime_ns, size)}),
+    # so the hook's owner (recall's index) finishes from it instead of walking the vault again
+    walked: dict[str, tuple[int, int]] | None = field(default=None, repr=False, compare=False)
 
     def paths(self) -> list[str]:
         """Every path whose note this sync wrote or removed (both sides of a rename)."""
@@ -543,6 +546,8 @@ def _sync_files(vault: Path, store: Store, report: SyncReport, progress: bool | 
         mark, digest_holds = "", False
     else:
         seen = stat_map(vault, report.skipped)
+        if note_hook is not None:
+            report.walked = seen
         # The walk's digest, recorded when a walk last matched the index row for row, with the
         # notes' change stamp of then: while neither moved, the index's stamps are this walk's and
         # need not be read (100k rows out of SQLite: ~0.25 s of CPU).
