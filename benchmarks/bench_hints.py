@@ -25,6 +25,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from threading import Thread
@@ -42,7 +43,7 @@ from memory_hub.retrieval.recall import Recaller  # noqa: E402
 from memory_hub.retrieval.recall_index import query_terms  # noqa: E402
 
 
-def stand_in(delay: float, postings: dict[str, dict[str, float]]) -> ThreadingHTTPServer:
+def stand_in(delay: float, df: Callable[[list[str]], dict[str, int]]) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
             return
@@ -50,7 +51,8 @@ def stand_in(delay: float, postings: dict[str, dict[str, float]]) -> ThreadingHT
         def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
             prompt = body["messages"][-1]["content"]
-            terms = sorted((t for t in query_terms(prompt) if t in postings), key=lambda t: len(postings[t]))[:3]
+            counts = df(query_terms(prompt))
+            terms = sorted((t for t, n in counts.items() if n), key=lambda t: counts[t])[:3]
             time.sleep(delay)
             data = json.dumps({"choices": [{"message": {"role": "assistant",
                                                         "content": json.dumps({"terms": terms})}}]}).encode()
@@ -113,7 +115,7 @@ def main() -> int:
     run(recaller, cases, "warm-up")  # first searches load SQLite pages and the tokenizer: not what a hint costs
     rows = [run(recaller, cases, "no endpoint")]
     for delay in args.delays:
-        server = stand_in(delay, recaller.index.data.postings)
+        server = stand_in(delay, recaller.index.df)
         os.environ["MEMORY_HUB_LLM_URL"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
         try:
             rows.append(run(recaller, cases, f"stand-in, answers after {delay:g} s"))

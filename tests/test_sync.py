@@ -386,6 +386,58 @@ def test_a_bulk_update_stopped_midway_never_hides_indexed_notes_from_search(tmp_
         assert f"n{i:02d}.md" in [h.path for h in search(store, f"marker{i}x", k=3, mode="lexical").hits]
 
 
+def test_a_no_change_sync_trusts_the_walk_digest_only_while_the_index_is_unchanged(make_vault) -> None:
+    """A walk that matches the index row for row leaves its digest with the notes' change stamp;
+    the next no-change sync then skips reading every stamp. Every change still shows, and so does
+    an index that moved behind the walk (another process's sync) with the walk as it was."""
+    from memory_hub.index.sync import WALK_DIGEST
+
+    vault, store = make_vault({"a.md": "# A\n\n[[b]]\n", "b.md": "# B\n\nbody of b with giraffe\n",
+                               "c.md": "# C\n"}, index=False)
+    past = time.time_ns() - 3_600 * 10**9  # older than the racy window, so stamps are trusted
+
+    def age(path: Path, offset_s: int = 0) -> None:
+        os.utime(path, ns=(past + offset_s * 10**9, past + offset_s * 10**9))
+
+    for p in vault.glob("*.md"):
+        age(p)
+    sync(vault, store=store)
+    assert sync(vault, store=store).unchanged == 3
+    assert store.get_meta(WALK_DIGEST)
+    statements: list[str] = []
+    store.conn.set_trace_callback(statements.append)
+    report = sync(vault, store=store)
+    store.conn.set_trace_callback(None)
+    assert not report.changed and report.unchanged == 3
+    assert not any("notes_stamp" in s for s in statements)  # the stamps were not read
+
+    b = vault / "b.md"
+    kept, kept_ns = b.read_bytes(), b.stat().st_mtime_ns
+    b.write_text("# B\n\nbody of b, now with an okapi\n", encoding="utf-8")
+    age(b, 5)
+    assert sync(vault, store=store, only=["b.md"]).updated == ["b.md"]  # as a watcher would
+    b.write_bytes(kept)
+    os.utime(b, ns=(kept_ns, kept_ns))  # the walk is exactly the one the digest was made of
+    assert sync(vault, store=store).updated == ["b.md"]
+    assert [h.path for h in search(store, "giraffe", mode="lexical").hits] == ["b.md"]
+    assert sync(vault, store=store).unchanged == 3 and sync(vault, store=store).unchanged == 3
+
+    (vault / "d.md").write_text("# D\n", encoding="utf-8")
+    age(vault / "d.md", 7)
+    assert sync(vault, store=store).added == ["d.md"]
+    sync(vault, store=store)
+    (vault / "d.md").rename(vault / "e.md")
+    assert sync(vault, store=store).renamed == [("d.md", "e.md")]
+    sync(vault, store=store)
+    (vault / "e.md").unlink()
+    assert sync(vault, store=store).deleted == ["e.md"]
+    sync(vault, store=store)
+    age(vault / "c.md", 9)  # touched
+    report = sync(vault, store=store)
+    assert not report.changed and store.note_row("c.md")["mtime_ns"] == past + 9 * 10**9
+    assert_consistent(store)
+
+
 def test_the_walk_skips_every_skip_dir_by_its_leading_dot(tmp_path: Path) -> None:
     """The walk has one rule for folders that are never content: a leading dot. It holds for every
     ``config.SKIP_DIRS`` name (a new one without a dot would need its own check in ``vault/walk``)."""

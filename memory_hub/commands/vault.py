@@ -47,7 +47,10 @@ def recall_for_sync(vault: Path) -> Any:
 
 
 def _recall_summary(stats: dict[str, Any]) -> str:
-    return f"recall index: {stats.get('notes', 0)} notes"
+    said = f"recall index: {stats.get('notes', 0)} notes"
+    if stats.get("unsaved"):  # another process held its file: kept for the next save, and said
+        said += f" ({stats['unsaved']} not saved yet: {stats.get('save_error') or 'another writer'})"
+    return said
 
 
 def _ask(question: str) -> bool:

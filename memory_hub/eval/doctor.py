@@ -141,11 +141,16 @@ def check_recall_index(vault: Path) -> Check:
 
     index = RecallIndex(vault)
     if not index.path.is_file():
+        old = index.old_files()
+        if old:
+            return Check("recall index", WARN, f"{old[0]} is an earlier version's: the next refresh rebuilds it",
+                         "memory-hub index")
         return Check("recall index", WARN, "not built yet: the first prompts build it on the hook's clock",
                      "memory-hub index")
     if not index.load():
         return Check("recall index", WARN, f"{index.path} is from another version or damaged", "memory-hub index")
-    age = time.time() - index.path.stat().st_mtime
+    age = time.time() - index.saved_at()
+    index.close()
     return Check("recall index", PASS, f"{len(index.data.notes)} notes, saved {_ago(age)} ago",
                  data={"notes": len(index.data.notes), "path": str(index.path)})
 

@@ -9,8 +9,10 @@ the next run simply completes. Renames are detected by content hash and keep the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
+import marshal
 import os
 import sqlite3
 import stat as stat_module
@@ -478,6 +480,17 @@ class SyncInterrupted(KeyboardInterrupt):
         self.report = report
 
 
+WALK_DIGEST = "walk_digest"  # meta: "<notes_changed_at> <walk_digest>" of the last walk that matched the index
+
+
+def walk_digest(seen: dict[str, tuple[int, int]]) -> str:
+    """A digest of a walk's ``{path: (mtime_ns, size)}`` in walk order: ``marshal`` makes its bytes
+    in one C pass (~0.4 µs a file; ``repr`` was 1.5 µs, as much as reading the stamps from SQLite).
+    Equal bytes mean equal walks; bytes that differ for equal walks (another Python's marshal
+    format) only cost one read of the stamps."""
+    return hashlib.blake2b(marshal.dumps(seen), digest_size=16).hexdigest()
+
+
 def _known_stamps(conn: sqlite3.Connection, paths: list[str] | None = None) -> dict[str, tuple[int, int]]:
     """{path: (mtime_ns, size)} of every indexed file (or of ``paths``), in one read of the covering
     index ``notes_stamp``: plain tuples, since a no-change sync of a big vault is mostly this and
@@ -530,11 +543,17 @@ def _sync_files(vault: Path, store: Store, report: SyncReport, progress: bool | 
         named = (_stat_named(vault, p) for p in wanted)
         seen = {st.path: (st.mtime_ns, st.size) for st in named if st is not None}
         known = _known_stamps(conn, wanted)
+        mark, digest_holds = "", False
     else:
-        known = _known_stamps(conn)
         seen = stat_map(vault, report.skipped)
         if note_hook is not None:
             report.walked = seen
+        # The walk's digest, recorded when a walk last matched the index row for row, with the
+        # notes' change stamp of then: while neither moved, the index's stamps are this walk's and
+        # need not be read (100k rows out of SQLite: ~0.25 s of CPU).
+        mark = f"{report.notes_before} {walk_digest(seen)}" if report.notes_before else ""
+        digest_holds = bool(mark) and store.get_meta(WALK_DIGEST) == mark
+        known = seen if digest_holds else _known_stamps(conn)
     # the usual case, nothing changed, in one C comparison (no set of 100k paths made)
     reparse = reparse_pending(store, only)
     same = seen == known and not reparse
@@ -544,6 +563,8 @@ def _sync_files(vault: Path, store: Store, report: SyncReport, progress: bool | 
     # Problems of files that are gone (or that the walk now refuses) are stale.
     stale = "DELETE FROM problems WHERE path NOT IN (SELECT value FROM json_each(?))"
     with store.transaction() as c:
+        if only is None and same and not digest_holds and mark:
+            store.set_meta(c, WALK_DIGEST, mark)  # not a note row: the change stamp stays
         if only is None:
             # the few recorded problems are checked against the walk here, not every path in SQL
             lost = sorted({r[0] for r in c.execute("SELECT path FROM problems") if r[0] not in seen})

@@ -266,9 +266,9 @@ class Recaller:
             prompt = " ".join(kept) or prompt
         if len(prompt) <= 200:
             return prompt
-        postings = self.index.data.postings
-        terms = [t for t in query_terms(prompt) if t in postings]
-        terms.sort(key=lambda t: len(postings[t]))
+        counts = self.index.df(query_terms(prompt))  # read per term, not every posting
+        terms = [t for t, n in counts.items() if n]
+        terms.sort(key=lambda t: counts[t])
         return " ".join(terms[:SEARCH_QUERY_TERMS]) or prompt[:200]
 
     def recall(self, prompt: str, *, exclude: Iterable[str] = (), budget: int = DEFAULT_BUDGET,

@@ -1,22 +1,30 @@
 """Recall's own index of the vault: cheap to query, persisted, updated by mtime + size per file.
 
-Built by walking the vault directly (not from the SQLite index), saved under
-``<vault>/.memory_hub/recall/`` as one file, so a warm restart reads that file and re-parses only
-the notes that changed. Per note it keeps what recall needs on the prompt path: how a prompt or a
-link may name the note (title, aliases, file stem), its outgoing links (backlinks for the
-graph-overview mode) and its terms weighted by field (title > aliases > file name >
-tags > description > body, body repetitions capped at 4). Scoring over it is ``recall_score.py``.
+Built by walking the vault directly (or from the notes a sync parsed), saved under
+``<vault>/.memory_hub/recall/index.sqlite3``. Per note it keeps what recall needs on the prompt
+path: how a prompt or a link may name the note (title, aliases, file stem), its outgoing links
+(backlinks for the graph-overview mode) and its terms weighted by field (title > aliases > file
+name > tags > description > body, body repetitions capped at 4). Scoring over it is ``recall_score.py``.
+
+A warm restart reads every note's small record (stamp, title, description, kind, names, links) and
+none of the postings: those stay in SQLite (by note, for cheap updates), and a prompt reads only
+its terms' document counts (``df``).
+Before version 7 the index was one pickle of every posting, read whole at every start (3.7 s of CPU
+at 30k notes, 417 MB at 100k). Changes are kept in memory (``_pending``) and written in one
+transaction per save, so an interrupted save leaves the last committed index, never half of one.
 """
 
 from __future__ import annotations
 
-import os
-import pickle
+import contextlib
+import gc
+import json
 import re
+import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -27,7 +35,12 @@ from ..index.terms import HAN, HANGUL, HIRAGANA, KATAKANA, STOPWORDS, is_identif
 from ..vault.notes import UNRANKED_KINDS, Note, parse_note
 from ..vault.walk import FileStat, OutsideVault, UnreadableNote, read_note_text, safe_path, walk
 
-INDEX_VERSION = 6  # 5: usage counters left the notes (and this index); 6: titles and templates as parse_note reads them now
+INDEX_VERSION = 7  # 5: usage counters left the notes (and this index); 6: titles and templates as parse_note reads
+# them now; 7: SQLite (index.sqlite3) instead of one pickle, postings read per term
+FILE_NAME = "index.sqlite3"
+OLD_FILES = ("index.pkl",)  # earlier versions' files: removed once this version has saved
+FLUSH_NOTES = 5_000  # a long build (a sync handing over every note) writes this many notes at a time
+BUSY_MS = 1_000  # a save waits this long for another process's write, then stays pending (retried later)
 
 # Field weights: a term in the title says the note is *about* it; in the body, only that it is mentioned.
 W_TITLE, W_ALIAS, W_STEM, W_TAG, W_DESC, W_BODY = 10.0, 8.0, 6.0, 5.0, 3.0, 1.0
@@ -105,10 +118,51 @@ class NoteInfo:
     title: str
     description: str
     kind: str
-    terms: tuple[str, ...]  # the note's terms; their weights live in the postings
     names: list[str]  # normalised title, aliases and file stem: how a prompt or a link names it
     links: list[str]  # normalised link targets (file stems)
     raw_transcript: bool = False  # a hook's saved transcript tail: uncurated, echoes past sessions
+
+
+# A note waiting to be written: its stamp, its record and weighted terms (None, None: an unreadable
+# note, remembered so it is not retried each prompt); None instead of the tuple: the note is gone.
+_Pending = tuple[int, int, "NoteInfo | None", "dict[str, float] | None"]
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    # info: JSON [kind, names, links, raw_transcript], NULL: an unreadable note; title and
+    # description in columns of their own (plain text read as it is, not JSON escapes parsed)
+    "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, "
+    "mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, info TEXT, title TEXT, description TEXT)",
+    # every term ever seen gets an id (kept, so ids are stable across processes); df: notes with it
+    "CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE, df INTEGER NOT NULL)",
+    # clustered by note: a changed note's rows are one range (deleted at once), a build appends
+    "CREATE TABLE IF NOT EXISTS postings (note INTEGER NOT NULL, term INTEGER NOT NULL, weight REAL NOT NULL, "
+    "PRIMARY KEY (note, term)) WITHOUT ROWID",
+)
+
+
+class _Postings(Mapping[str, dict[str, float]]):
+    """``{term: {path: weight}}`` from SQLite (plus what is not saved yet), for tests and tools: the
+    postings are stored by note, so a term's posting is a scan. A prompt needs only a few terms'
+    document counts, read per term from the terms table (``RecallIndex.df``)."""
+
+    def __init__(self, index: RecallIndex) -> None:
+        self._index = index
+
+    def __getitem__(self, term: str) -> dict[str, float]:
+        found = self._index._posting(term)
+        if not found:
+            raise KeyError(term)
+        return found
+
+    def __contains__(self, term: object) -> bool:
+        return isinstance(term, str) and self._index.df([term]).get(term, 0) > 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index._all_terms())
+
+    def __len__(self) -> int:
+        return len(self._index._all_terms())
 
 
 @dataclass
@@ -116,7 +170,7 @@ class _Data:
     version: int = INDEX_VERSION
     files: dict[str, tuple[int, int]] = field(default_factory=dict)
     notes: dict[str, NoteInfo] = field(default_factory=dict)
-    postings: dict[str, dict[str, float]] = field(default_factory=dict)
+    postings: Mapping[str, dict[str, float]] = field(default_factory=dict)
 
 
 def note_info(path: str, text: str) -> tuple[NoteInfo, dict[str, float]]:
@@ -131,7 +185,6 @@ def info_of_note(path: str, note: Note) -> tuple[NoteInfo, dict[str, float]]:
 
     def add(terms: Iterable[str], w: float) -> None:
         for t in set(terms):
-            t = sys.intern(t)  # one string object per term: the saved index stores it once
             weights[t] = weights.get(t, 0.0) + w
 
     stem = PurePosixPath(path).stem
@@ -144,12 +197,11 @@ def info_of_note(path: str, note: Note) -> tuple[NoteInfo, dict[str, float]]:
     for t in tokens(note.body[:BODY_CHARS]):
         counts[t] = counts.get(t, 0) + 1
     for t, n in counts.items():
-        t = sys.intern(t)
         weights[t] = weights.get(t, 0.0) + W_BODY * min(n, BODY_CAP)
     names = [_key(n) for n in (note.title, *note.aliases, stem) if n and _key(n)]
     links = [_key(PurePosixPath(link.target).stem) for link in note.links if link.target]
     return NoteInfo(
-        title=note.title, description=note.description, kind=note.kind, terms=tuple(weights),
+        title=note.title, description=note.description, kind=note.kind,
         names=list(dict.fromkeys(names)), links=list(dict.fromkeys(links)),
         raw_transcript=str(note.frontmatter.get("source", "")).endswith("-hook") and "transcript" in note.tags,
     ), weights
@@ -164,16 +216,55 @@ def _info_of(item: tuple[Path, str]) -> tuple[NoteInfo, dict[str, float]] | None
         return None
 
 
+def _record(info: NoteInfo) -> tuple[str, str, str]:
+    """A note's saved record, title and description. The record is JSON in ASCII (escapes): a warm
+    open joins every record into one string to parse them in one call, and one emoji in UTF-8 text
+    would make that string 4 bytes a character (measured: +40 MB and slower at 30k notes); title
+    and description, most of the text, are plain columns (a lone surrogate from a file name, which
+    UTF-8 cannot hold, is replaced there)."""
+    def text(value: str) -> str:
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "replace").decode("utf-8")
+
+    return (json.dumps([info.kind, info.names, info.links, info.raw_transcript]), text(info.title),
+            text(info.description))
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """No cyclic garbage collection while tens of thousands of objects are made that hold no cycle
+    (the collector ran every few hundred of them and walked them all: a third of a warm open)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _each(values: Iterable[str]) -> str:
+    """A JSON array for ``IN (SELECT value FROM json_each(?))``: any number of values, one parameter."""
+    return json.dumps(list(values))
+
+
 class RecallIndex:
     """Recall's own inverted index of the vault, persisted across runs and updated incrementally."""
 
     def __init__(self, vault: Path) -> None:
         self.vault = Path(vault).resolve()
-        self.path = index_dir(self.vault) / "recall" / "index.pkl"
-        self.data = _Data()
+        self.path = index_dir(self.vault) / "recall" / FILE_NAME
+        self.data = _Data(postings=_Postings(self))
         self.complete = False  # every file of the last walk is indexed
         self.loaded_from_disk = False
+        self.save_error: str | None = None  # why the last save failed (its changes stay pending)
         self._lock = threading.RLock()
+        self._con: sqlite3.Connection | None = None
+        self._current = False  # the open file holds this version's index
+        self._pending: dict[str, _Pending | None] = {}
         self._names: dict[str, set[str]] | None = None
         self._heads: dict[str, list[str]] = {}
         self._backlinks: dict[str, int] | None = None
@@ -182,32 +273,257 @@ class RecallIndex:
         self._saved_at = time.monotonic()
 
     # persistence -------------------------------------------------------------------------------
-    def load(self) -> bool:
-        """Read the saved copy (one file). Returns False when there is none or it is unusable."""
+    def _connection(self, create: bool) -> sqlite3.Connection | None:
+        """The index file's connection (one per RecallIndex, used under ``_lock``); None when there
+        is no file and ``create`` is false."""
+        if self._con is None:
+            if not create and not self.path.is_file():
+                return None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            con = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
+            con.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+            con.execute("PRAGMA journal_mode = WAL")
+            con.execute("PRAGMA synchronous = NORMAL")
+            self._con = con
+        return self._con
+
+    def saved_at(self) -> float:
+        """When the last save committed (time.time()); 0.0 when there is no saved index."""
+        with self._lock:
+            con = self._readable()
+            if con is None:
+                return 0.0
+            row = con.execute("SELECT value FROM meta WHERE key = 'saved_at'").fetchone()
+            return float(row[0]) if row else 0.0
+
+    def old_files(self) -> list[Path]:
+        """An earlier version's saved index, still on disk (rebuilt and removed by the next save)."""
+        return [p for p in (self.path.with_name(n) for n in OLD_FILES) if p.exists()]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+            self._current = False
+
+    def _version(self, con: sqlite3.Connection) -> int | None:
         try:
-            with open(self.path, "rb") as fh:
-                raw = pickle.load(fh)  # our own cache file (plain dicts and tuples) in the index folder
-            if not isinstance(raw, dict) or raw.get("version") != INDEX_VERSION:
+            row = con.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+        except sqlite3.OperationalError:  # no meta table: an empty or foreign file
+            return None
+        try:
+            return int(row[0]) if row else None
+        except ValueError:
+            return None
+
+    def load(self) -> bool:
+        """Read every note's stamp and record (not its postings). False when there is no saved
+        index or it is unusable (another version, damaged): then the next refresh rebuilds it."""
+        with self._lock:
+            try:
+                con = self._connection(create=False)
+                if con is None or self._version(con) != INDEX_VERSION:
+                    return False
+                self._current = True
+                with _no_gc():
+                    rows = con.execute("SELECT path, mtime_ns, size, info, title, description FROM notes").fetchall()
+                    files = {r[0]: (r[1], r[2]) for r in rows}
+                    have = [r for r in rows if r[3] is not None]
+                    # one JSON parse for every record: a C loop, not a call per note
+                    records = json.loads("[" + ",".join(r[3] for r in have) + "]")
+                    notes = {r[0]: NoteInfo(r[4], r[5], *rec) for r, rec in zip(have, records, strict=True)}
+            except (sqlite3.Error, ValueError, TypeError) as exc:
+                self.save_error = f"unreadable: {type(exc).__name__}: {exc}"[:200]
                 return False
-            data = _Data(INDEX_VERSION, raw["files"], {p: NoteInfo(*t) for p, t in raw["notes"].items()},
-                         raw["postings"])
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError,
-                KeyError, TypeError):
-            return False
-        self.data = data
-        self.loaded_from_disk = True
-        self._invalidate()
-        return True
+            self.data.files, self.data.notes = files, notes
+            self._pending.clear()
+            self.loaded_from_disk = True
+            self._invalidate()
+            return True
+
+    def _reset(self, con: sqlite3.Connection) -> None:
+        """Inside a write transaction: start the file over (no index yet, or another version's)."""
+        for table in ("notes", "postings", "terms", "meta"):
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+        for statement in _SCHEMA:
+            con.execute(statement)
+        con.execute("INSERT INTO meta (key, value) VALUES ('version', ?)", (str(INDEX_VERSION),))
+
+    def _open_for_writing(self) -> sqlite3.Connection:
+        """The connection with a write transaction begun; a damaged file is replaced first."""
+        con = None
+        try:
+            con = self._connection(create=True)
+            assert con is not None
+            con.execute("BEGIN IMMEDIATE")
+            if self._version(con) != INDEX_VERSION:
+                self._reset(con)
+            return con
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise  # another process is writing: this save stays pending
+            if con is not None and con.in_transaction:
+                con.execute("ROLLBACK")
+            self.close()  # not a database (or damaged): it is a cache, start it again
+            for suffix in ("", "-wal", "-shm"):
+                self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+            con = self._connection(create=True)
+            assert con is not None
+            con.execute("BEGIN IMMEDIATE")
+            self._reset(con)
+            return con
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".index.{os.getpid()}.{threading.get_ident()}.tmp")
-        d = self.data
-        plain = {"version": d.version, "files": d.files, "postings": d.postings,
-                 "notes": {p: tuple(vars(n).values()) for p, n in d.notes.items()}}
-        with open(tmp, "wb") as fh:
-            pickle.dump(plain, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, self.path)
+        """Write what changed since the last save, in one transaction (all of it or none)."""
+        with self._lock:
+            con = self._open_for_writing()
+            try:
+                self._write(con, self._pending)
+                con.execute("INSERT INTO meta (key, value) VALUES ('saved_at', ?) "
+                            "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (f"{time.time():.3f}",))
+                con.execute("COMMIT")
+            except BaseException:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
+            self._pending.clear()
+            self._current = True
+            self.save_error = None
+            for old in OLD_FILES:  # an earlier version's file is never read again
+                self.path.with_name(old).unlink(missing_ok=True)
+
+    def _term_ids(self, con: sqlite3.Connection, terms: set[str]) -> dict[str, int]:
+        """Ids of ``terms``, new ones added (inside the save's transaction)."""
+        ids: dict[str, int] = {}
+        todo = list(terms)
+        for i in range(0, len(todo), 50_000):
+            ids.update(con.execute("SELECT term, id FROM terms WHERE term IN (SELECT value FROM json_each(?))",
+                                   (_each(todo[i:i + 50_000]),)))
+        missing = sorted(t for t in terms if t not in ids)
+        if missing:
+            con.executemany("INSERT INTO terms (term, df) VALUES (?, 0)", ((t,) for t in missing))
+            for i in range(0, len(missing), 50_000):
+                ids.update(con.execute("SELECT term, id FROM terms WHERE term IN (SELECT value FROM json_each(?))",
+                                       (_each(missing[i:i + 50_000]),)))
+        return ids
+
+    def _write(self, con: sqlite3.Connection, pending: dict[str, _Pending | None]) -> None:
+        if not pending:
+            return
+        old: dict[str, int] = {}
+        paths = list(pending)
+        for i in range(0, len(paths), 20_000):
+            old.update(con.execute("SELECT path, id FROM notes WHERE path IN (SELECT value FROM json_each(?))",
+                                   (_each(paths[i:i + 20_000]),)))
+        df: dict[int, int] = {}
+        for nid in old.values():  # what the saved index had for these notes goes first
+            for (tid,) in con.execute("SELECT term FROM postings WHERE note = ?", (nid,)):
+                df[tid] = df.get(tid, 0) - 1
+        con.executemany("DELETE FROM postings WHERE note = ?", ((nid,) for nid in sorted(old.values())))
+        ids = self._term_ids(con, {t for entry in pending.values() if entry and entry[3] for t in entry[3]})
+        rows: list[tuple[int, int, float]] = []
+        for path, entry in pending.items():
+            had = old.get(path)
+            if entry is None:
+                if had is not None:
+                    con.execute("DELETE FROM notes WHERE id = ?", (had,))
+                continue
+            mtime_ns, size, info, weights = entry
+            record, title, description = (None, None, None) if info is None else _record(info)
+            if had is not None:
+                nid = had
+                con.execute("UPDATE notes SET mtime_ns = ?, size = ?, info = ?, title = ?, description = ? WHERE id = ?",
+                            (mtime_ns, size, record, title, description, nid))
+            else:
+                nid = con.execute("INSERT INTO notes (path, mtime_ns, size, info, title, description) "
+                                  "VALUES (?, ?, ?, ?, ?, ?)", (path, mtime_ns, size, record, title, description)).lastrowid
+            for t, w in (weights or {}).items():
+                tid = ids[t]
+                rows.append((nid, tid, w))
+                df[tid] = df.get(tid, 0) + 1
+        rows.sort()
+        con.executemany("INSERT INTO postings (note, term, weight) VALUES (?, ?, ?)", rows)
+        con.executemany("UPDATE terms SET df = df + ? WHERE id = ?", sorted((n, t) for t, n in df.items() if n))
+
+    def try_save(self) -> bool:
+        """``save``, and on failure (another writer, a full disk) keep the changes pending and say why."""
+        try:
+            self.save()
+        except (OSError, sqlite3.Error) as exc:
+            self.save_error = f"{type(exc).__name__}: {exc}"[:200]
+            return False
+        return True
+
+    # reading postings ---------------------------------------------------------------------------
+    def _readable(self) -> sqlite3.Connection | None:
+        """The connection when the file holds this version's index (checked once), else None."""
+        if self._current:
+            return self._con
+        con = self._connection(create=False)
+        if con is None:
+            return None
+        try:
+            self._current = self._version(con) == INDEX_VERSION
+        except sqlite3.DatabaseError:
+            return None
+        return con if self._current else None
+
+    def _saved_terms(self, paths: list[str]) -> dict[str, set[str]]:
+        """The terms the saved index has for ``paths`` (what their pending change replaces)."""
+        con = self._readable()
+        if con is None or not paths:
+            return {}
+        out: dict[str, set[str]] = {}
+        for path, term in con.execute(
+                "SELECT n.path, t.term FROM notes n JOIN postings p ON p.note = n.id JOIN terms t ON t.id = p.term "
+                "WHERE n.path IN (SELECT value FROM json_each(?))", (_each(paths),)):
+            out.setdefault(path, set()).add(term)
+        return out
+
+    def df(self, terms: Iterable[str]) -> dict[str, int]:
+        """How many notes have each term (0: none): what a long prompt's rarest terms are chosen by."""
+        wanted = list(dict.fromkeys(terms))
+        with self._lock:
+            out = dict.fromkeys(wanted, 0)
+            con = self._readable()
+            if con is not None and wanted:
+                out.update(con.execute("SELECT term, df FROM terms WHERE term IN (SELECT value FROM json_each(?))",
+                                       (_each(wanted),)))
+            if self._pending:
+                saved = self._saved_terms(list(self._pending))
+                for path, entry in self._pending.items():
+                    new = entry[3] if entry is not None else None
+                    for t in wanted:
+                        out[t] += (t in new if new else 0) - (t in saved.get(path, ()))
+            return out
+
+    def _posting(self, term: str) -> dict[str, float]:
+        with self._lock:
+            out: dict[str, float] = {}
+            con = self._readable()
+            if con is not None:
+                # every row is read: postings are clustered by note (this is for tests and tools;
+                # a prompt asks ``df``)
+                out.update(con.execute("SELECT n.path, p.weight FROM postings p JOIN notes n ON n.id = p.note "
+                                       "WHERE p.term = (SELECT id FROM terms WHERE term = ?)", (term,)))
+            for path, entry in self._pending.items():
+                out.pop(path, None)
+                if entry is not None and entry[3] and term in entry[3]:
+                    out[path] = entry[3][term]
+            return out
+
+    def _all_terms(self) -> list[str]:
+        with self._lock:
+            con = self._readable()
+            found: set[str] = set()
+            if con is not None:
+                found.update(t for (t,) in con.execute("SELECT term FROM terms WHERE df > 0"))
+            for entry in self._pending.values():
+                if entry is not None and entry[3]:
+                    found.update(entry[3])
+            counts = self.df(found)
+            return sorted(t for t in found if counts[t] > 0)
 
     def _invalidate(self) -> None:
         self._names = None
@@ -215,37 +531,35 @@ class RecallIndex:
 
     # updating ----------------------------------------------------------------------------------
     def _remove(self, path: str) -> None:
-        info = self.data.notes.pop(path, None)
         self.data.files.pop(path, None)
-        if info is None:
-            return
-        for t in info.terms:
-            posting = self.data.postings.get(t)
-            if posting is not None:
-                posting.pop(path, None)
-                if not posting:
-                    del self.data.postings[t]
+        self.data.notes.pop(path, None)
+        self._pending[path] = None
 
-    def _add(self, path: str, info: NoteInfo, weights: dict[str, float]) -> None:
+    def _add(self, path: str, stat: tuple[int, int], info: NoteInfo, weights: dict[str, float]) -> None:
         self.data.notes[path] = info
-        for t, w in weights.items():
-            self.data.postings.setdefault(t, {})[path] = w
+        self.data.files[path] = stat
+        self._pending[path] = (*stat, info, weights)
 
-    def _put(self, path: str, found: tuple[NoteInfo, dict[str, float]]) -> None:
-        """A note parsed in a worker (``info_of_note``), its terms interned (one object per term)."""
+    def _unreadable(self, path: str, stat: tuple[int, int]) -> None:
+        """Remembered with its stamp, so it is not retried each prompt (until it changes)."""
+        self.data.notes.pop(path, None)
+        self.data.files[path] = stat
+        self._pending[path] = (*stat, None, None)
+
+    def _put(self, path: str, stat: tuple[int, int], found: tuple[NoteInfo, dict[str, float]]) -> None:
+        """A note parsed in a worker (``info_of_note``), its terms interned (one object per term
+        while a build holds thousands of notes' terms before writing them)."""
         info, weights = found
-        weights = {sys.intern(t): w for t, w in weights.items()}
-        info.terms = tuple(weights)
-        self._add(path, info, weights)
+        self._add(path, stat, info, {sys.intern(t): w for t, w in weights.items()})
 
     def take(self, stat: FileStat, found: tuple[NoteInfo, dict[str, float]]) -> None:
         """One note the sync parsed (``info_of_note`` in its worker), as ``refresh`` would add it."""
         with self._lock:
-            self._remove(stat.path)
-            self._put(stat.path, found)
-            self.data.files[stat.path] = (stat.mtime_ns, stat.size)
+            self._put(stat.path, (stat.mtime_ns, stat.size), found)
             self._invalidate()
             self._unsaved = True
+            if len(self._pending) >= FLUSH_NOTES and self.try_save():  # a long build: bounded memory
+                self._unsaved, self._saved_at = False, time.monotonic()
 
     def note_hook(self) -> tuple[Any, Any]:
         """A ``sync.NoteHook`` that fills this index from the notes a sync parses."""
@@ -291,63 +605,67 @@ class RecallIndex:
                 from ..index.sync import worker_map  # not at the top: a cold hook process never needs it
 
                 for st, found in zip(due, worker_map(_info_of, [(self.vault, st.path) for st in due]), strict=True):
-                    self._remove(st.path)
                     if found is not None:
-                        self._put(st.path, found)
+                        self._put(st.path, (st.mtime_ns, st.size), found)
                         changed += 1
-                    known[st.path] = (st.mtime_ns, st.size)
+                    else:
+                        self._unreadable(st.path, (st.mtime_ns, st.size))
+                    if len(self._pending) >= FLUSH_NOTES:
+                        self.try_save()
                 due = []
             for st in due:
                 if deadline is not None and time.monotonic() > deadline:
                     complete = False
                     break
-                self._remove(st.path)
                 try:
                     text = read_note_text(self.vault, st.path)
                 except (UnreadableNote, OSError):
-                    known[st.path] = (st.mtime_ns, st.size)  # remember, so it is not retried each prompt
+                    self._unreadable(st.path, (st.mtime_ns, st.size))
                     continue
-                self._add(st.path, *note_info(st.path, text))
-                known[st.path] = (st.mtime_ns, st.size)
+                self._add(st.path, (st.mtime_ns, st.size), *note_info(st.path, text))
                 changed += 1
             if only is None:
                 self.complete = complete
             if changed or removed:
                 self._invalidate()
+            if self._pending:
                 self._unsaved = True
             # The saved copy only speeds up the next cold start, and it stays consistent however old
             # it is (files and their terms are saved together): a watcher's small updates save at
             # most once a minute, a full refresh saves at once.
             if self._unsaved and (only is None or time.monotonic() - self._saved_at > SAVE_EVERY):
-                try:
-                    self.save()
+                if self.try_save():
                     self._unsaved, self._saved_at = False, time.monotonic()
-                except OSError:
-                    pass
             self.last_refresh = time.monotonic()
-            return {"changed": changed, "removed": removed, "notes": len(self.data.notes)}
+            out = {"changed": changed, "removed": removed, "notes": len(self.data.notes)}
+            if self.save_error:
+                out["unsaved"] = len(self._pending)  # said, not hidden: the next save retries them
+            return out
 
     # lookups -----------------------------------------------------------------------------------
     def names(self) -> dict[str, set[str]]:
         """{normalised title/alias/stem: paths}, for spotting a note named in a prompt."""
         if self._names is None:
-            names: dict[str, set[str]] = {}
-            for path, info in self.data.notes.items():
-                if info.kind in UNRANKED_KINDS:
-                    continue
-                for n in info.names:
-                    names.setdefault(n, set()).add(path)
-            self._names = names
-            heads: dict[str, list[str]] = {}
-            for n in names:
-                if _CONTENT_RUN.search(n):
-                    compact = n.replace(" ", "")
-                    if len(compact) >= 3:
-                        heads.setdefault(compact[:2], []).append(n)
-                elif len(n) >= 4 and (len(n) >= 10 or " " in n or is_identifier(n.replace(" ", "_"))):
-                    heads.setdefault(n.split(" ", 1)[0], []).append(n)
-            self._heads = heads
-        return self._names
+            with _no_gc():
+                self._build_names()
+        return self._names  # type: ignore[return-value]
+
+    def _build_names(self) -> None:
+        names: dict[str, set[str]] = {}
+        for path, info in self.data.notes.items():
+            if info.kind in UNRANKED_KINDS:
+                continue
+            for n in info.names:
+                names.setdefault(n, set()).add(path)
+        heads: dict[str, list[str]] = {}
+        for n in names:
+            if _CONTENT_RUN.search(n):
+                compact = n.replace(" ", "")
+                if len(compact) >= 3:
+                    heads.setdefault(compact[:2], []).append(n)
+            elif len(n) >= 4 and (len(n) >= 10 or " " in n or is_identifier(n.replace(" ", "_"))):
+                heads.setdefault(n.split(" ", 1)[0], []).append(n)
+        self._names, self._heads = names, heads
 
     def name_heads(self) -> dict[str, list[str]]:
         """Names a prompt may mention, keyed by their first word (or first two CJK characters)."""

@@ -178,7 +178,8 @@ def reindex(vault: Path, paths: list[str], *, vectors: str = "auto") -> dict[str
     recall = RecallIndex(vault)
     recall.load()
     recall.refresh(only=paths)
-    recall.save()
+    if not recall.try_save():  # another process writing it: the next refresh saves these notes
+        out["recall"] = f"not saved: {recall.save_error}"
     if vectors == "skip" or not report.changed:
         out["vectors"] = "not needed" if not report.changed else "skipped"
         return out
