@@ -412,3 +412,47 @@ def test_a_folder_filter_reads_only_its_id_range_and_answers_the_same(tmp_path) 
     got = lexical._run(conn, "fts_words", lexical._BM25_WORDS, '"shared"', Filters(path_prefix="proj/"), 100)
     assert len(got) == 13  # every note of the folder, the late one too; none of projects-old/ or other/
     assert lexical._run(conn, "fts_words", lexical._BM25_WORDS, '"shared"', Filters(path_prefix="proj"), 100) != got
+
+
+def test_counts_survive_writes_that_change_no_note_and_follow_every_one_that_does(tmp_path, monkeypatch) -> None:
+    """Document counts are cached per notes stamp: a write of the meta table alone (the watcher's
+    rescan records ``last_sync`` once a minute) keeps them, and every write that changes what FTS
+    holds moves the stamp: a note written, and staged rows moved into FTS by the sync after one
+    stopped before its flush."""
+    from conftest import write_files
+
+    from memory_hub.index.store import Store
+    from memory_hub.index.sync import sync
+
+    vault = tmp_path / "vault"
+    write_files(vault, {f"a{i}.md": f"# A {i}\n\nalpha words\n" for i in range(3)})
+    store = Store(vault)
+    sync(vault, store=store, progress=False)
+    conn = store.conn
+    assert lexical.document_frequency(conn, "alpha") == 3
+    db = lexical._generation(conn)
+    with store.transaction() as c:
+        store.set_meta(c, "last_sync", "1")
+    lexical._generation(conn)
+    assert (db, "alpha") in lexical._df_cache  # the meta write alone left the count cached
+
+    write_files(vault, {"a9.md": "# A 9\n\nalpha again\n"})
+    sync(vault, store=store, progress=False)
+    assert lexical.document_frequency(conn, "alpha") == 4
+
+    # a bulk sync (more than 32 new notes) stopped after writing its notes, before moving their rows
+    write_files(vault, {f"b{i:02}.md": f"# B {i}\n\nbeta words\n" for i in range(40)})
+    real_flush = lexical.flush_pending
+
+    def stop(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lexical, "flush_pending", stop)
+    with pytest.raises(KeyboardInterrupt):
+        sync(vault, store=store, progress=False)
+    assert lexical.has_pending(conn)
+    assert lexical.document_frequency(conn, "beta") == 0  # staged rows are not searchable yet
+    monkeypatch.setattr(lexical, "flush_pending", real_flush)
+    report = sync(vault, store=store, progress=False)
+    assert not report.added and not lexical.has_pending(conn)  # no note written: only the rows moved
+    assert lexical.document_frequency(conn, "beta") == 40

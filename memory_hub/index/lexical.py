@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -483,20 +482,17 @@ _df_generation: dict[str, str] = {}
 
 
 def _generation(conn: sqlite3.Connection) -> str:
-    """The database file this connection reads and a stamp that moves with every write to it
-    (the modification times of the file and its WAL): document counts are cached per stamp.
+    """The database file this connection reads, after dropping its cached counts if the notes
+    changed since they were counted: document counts are cached per notes stamp (``cache.stamp``:
+    every transaction that writes note or FTS rows moves it, index/sync.py). It used to be the
+    file's and its WAL's modification times, which every write moves: the watcher's rescan writes
+    ``last_sync`` once a minute, and a vector sync its version, so a server's next query counted
+    every term again (the vault's CJK share alone is ~0.1 s at 30k notes).
     Looked at once per ``cache.one_look`` block (a search)."""
     seen = cache.pinned(conn)
     if seen is not None and "generation" in seen:
         return seen["generation"]  # type: ignore[no-any-return]
-    db = conn.execute("PRAGMA database_list").fetchone()[2]
-    stamps = []
-    for suffix in ("", "-wal"):
-        try:
-            stamps.append(str(os.stat(db + suffix).st_mtime_ns))
-        except OSError:
-            stamps.append("-")
-    stamp = ":".join(stamps)
+    db, stamp = cache.stamp(conn)
     if _df_generation.get(db) != stamp:  # the index changed: every count of this file is stale
         # list(): the vector channel's thread may add a count meanwhile (a dict changing size mid-loop)
         for key in [k for k in list(_df_cache) if k[0] == db]:
