@@ -194,3 +194,32 @@ def test_a_fragmented_table_is_compacted_and_answers_the_same(tmp_path, monkeypa
     assert vectors_mod._fragments(vi._table()) <= 2  # LanceDB keeps the indexed rows' file apart
     for q, want in zip(queries, exact, strict=True):
         assert [h[0] for h in vi.search_notes(store, q, None, 10)] == [h[0] for h in want]
+
+
+def test_coverage_is_cached_across_meta_writes_and_follows_note_changes(tmp_path) -> None:  # noqa: ANN001
+    """Every search asks how many notes the vectors cover. The answer is kept until the vectors or
+    the notes change, not until the next ``last_sync`` (the watcher's rescan writes it every minute,
+    and recounting read every path of the vector table)."""
+    import pyarrow as pa
+
+    root = tmp_path / "vault"
+    files = {f"n{n}.md": f"# Note {n}\n\nbody {n}\n" for n in range(10)}
+    write_files(root, files)
+    store = Store(root)
+    sync(root, store=store, progress=False)
+    vi = VectorIndex(root, Identity())  # type: ignore[arg-type]
+    rows = [{"id": f"{p}#0", "path": p, "note_hash": "h", "ordinal": 0, "start": 0, "end": 9, "heading": "",
+             "text": "", "embedder": Identity().identity.key, "level": "note"} for p in sorted(files)]
+    vecs = _unit(np.random.default_rng(3).normal(size=(len(rows), DIM)))
+    data = pa.Table.from_pylist(rows).append_column(
+        "vector", pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), DIM))
+    vi._table(create=True).add(data.select(vi._schema().names).cast(vi._schema()))
+    vi._bump(store)
+    assert vi.notes_covered(store) == (10, 10)
+    counted = vi._covered
+    with store.transaction() as c:
+        store.set_meta(c, "last_sync", "1")
+    assert vi.notes_covered(store) == (10, 10) and vi._covered is counted  # not counted again
+    write_files(root, {"n99.md": "# New\n\nnot embedded yet\n"})
+    sync(root, store=store, progress=False)
+    assert vi.notes_covered(store) == (10, 11)
