@@ -79,6 +79,9 @@ def test_reader_text_drops_addresses_tags_and_comments_but_not_code() -> None:
     assert "<b>bold</b> https://kept.example" in out  # fenced code untouched
     assert "[[Wiki note|alias]] and 2 < 3" in out
     assert reader_text("plain prose, nothing to drop") == "plain prose, nothing to drop"
+    bare = reader_text(md, hosts=False)  # search's feedback words: no link target, so no host either
+    assert "github.com" not in bare and "issues/42" not in bare and " directly." in bare
+    assert "`curl https://api.example.com/v1`" in bare  # code still untouched
 
 
 def test_chunks_embed_what_a_reader_sees_with_spans_over_the_original(count_tokens) -> None:

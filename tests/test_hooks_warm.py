@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -171,11 +172,13 @@ def test_events_other_than_prompts_take_the_full_path(template_vault, runtime: d
 
 
 def test_plans_unused_for_a_month_or_past_the_cap_are_pruned_newest_kept(tmp_path: Path) -> None:
+    """Use is ranked by the mtime the hooks set themselves (writing a plan, and every warm hook that
+    loads one), never by the access time, which noatime and relatime mounts do not keep."""
     from memory_hub.hooks import warm
 
     folder = tmp_path / "memory-hub"
     folder.mkdir(mode=0o700)
-    now = 2_000_000_000.0
+    now = time.time()
     paths = []
     for i in range(warm.MAX_PLANS + 5):  # used one minute apart, plan 0 the most recent
         p = folder / f"hook-plan-{i:04d}.json"
@@ -185,9 +188,18 @@ def test_plans_unused_for_a_month_or_past_the_cap_are_pruned_newest_kept(tmp_pat
     old = folder / "hook-plan-old.json"
     old.write_text("{}")
     os.utime(old, (now - warm.PLAN_MAX_AGE - 1, now - warm.PLAN_MAX_AGE - 1))
-    read_lately = folder / "hook-plan-read.json"  # written long ago, but a warm hook read it today
-    read_lately.write_text("{}")
-    os.utime(read_lately, (now - 30, now - warm.PLAN_MAX_AGE - 1))
+    # written long ago; its access time says "read today", which proves nothing on a noatime mount
+    atime_only = folder / "hook-plan-atime.json"
+    atime_only.write_text("{}")
+    os.utime(atime_only, (now - 30, now - warm.PLAN_MAX_AGE - 1))
+    # written long ago, and a warm hook really used it today: load_plan records that itself
+    key = warm.plan_key("claude-code", str(tmp_path / "vault"))
+    used = Path(warm._plan_path(key, str(folder)))
+    used.write_text(json.dumps({"key": warm._key_digest(key), "vault": str(tmp_path / "vault"), "budget": 400,
+                                "deadline": 2.0, "hint_wait": 0.0, "stamps": []}))
+    os.utime(used, (now - warm.PLAN_MAX_AGE - 1, now - warm.PLAN_MAX_AGE - 1))
+    assert warm.load_plan(key, str(folder)) is not None
+    assert used.stat().st_mtime >= now - 5
     stale_tmp = folder / "hook-plan-0000.json.123.tmp"
     stale_tmp.write_text("{")
     os.utime(stale_tmp, (now - 7200, now - 7200))
@@ -197,10 +209,10 @@ def test_plans_unused_for_a_month_or_past_the_cap_are_pruned_newest_kept(tmp_pat
 
     gone = {Path(p).name for p in warm.prune_plans(str(folder), keep=str(paths[-1]), now=now)}
     left = {p.name for p in folder.iterdir()}
-    assert {old.name, stale_tmp.name} <= gone and other.name in left
-    assert paths[-1].name in left and read_lately.name in left  # the one just written; one read today
+    assert {old.name, stale_tmp.name, atime_only.name} <= gone and other.name in left
+    assert paths[-1].name in left and used.name in left  # the one just written; one used today
     kept_plans = [p for p in left if p.startswith("hook-plan-")]
     assert len(kept_plans) == warm.MAX_PLANS
-    # the newest by use survive: plans 0..MAX-3 plus the read-lately one plus the one being kept
+    # the newest by use survive: plans 0..MAX-3 plus the one used today plus the one being kept
     assert all(paths[i].name in left for i in range(warm.MAX_PLANS - 2))
     assert paths[warm.MAX_PLANS - 2].name in gone

@@ -12,6 +12,7 @@ from memory_hub.config import template_dir
 from memory_hub.index.store import Store
 from memory_hub.index.sync import sync
 from memory_hub.retrieval.recall_index import RecallIndex
+from memory_hub.vault.walk import stat_map
 
 
 def _vault(root: Path, n: int) -> Path:
@@ -53,9 +54,12 @@ def test_recall_index_from_the_sync_equals_its_own_build(tmp_path: Path, workers
 
     derive = hooked.note_hook()[0]
     sync(hooked_vault, progress=False, note_hook=(derive, take))
-    assert len(parsed) >= 40  # the sync handed over the notes it parsed
-    stats = hooked.refresh()  # reads only what the sync did not hand over
-    assert stats["changed"] < len(parsed)
+    walked = {p: st for p, st in stat_map(hooked_vault).items() if p.lower().endswith(".md")}
+    assert len(walked) > 40 and sorted(parsed) == sorted(walked)  # every note handed over, once
+    # recall's index holds exactly those notes, at the stamps the walk saw: nothing is left to read
+    assert hooked.data.files == walked and set(hooked.data.notes) == set(walked)
+    stats = hooked.refresh()
+    assert stats == {"changed": 0, "removed": 0, "notes": len(walked)}  # and nothing was re-read
     assert _contents(hooked) == _contents(own)
 
     # the SQLite index is the one a sync without the hook builds
@@ -67,3 +71,34 @@ def test_recall_index_from_the_sync_equals_its_own_build(tmp_path: Path, workers
     # saved and loaded back whole
     again = RecallIndex(hooked_vault)
     assert again.load() and _contents(again) == _contents(own)
+
+
+def test_memory_hub_index_walks_the_vault_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """``memory-hub index`` hands recall's index the sync's walk (``SyncReport.walked``): the vault's
+    folders are listed once per run, cold and warm, and recall's index still ends up with every
+    note (as its own walk would have found)."""
+    import json
+
+    from memory_hub import cli
+    from memory_hub.vault import walk as walk_module
+
+    vault = _vault(tmp_path / "v", 12)
+    walks: list[str] = []
+    folders = walk_module._folders
+
+    def counted(root, skipped):  # noqa: ANN001, ANN202 - the real walk, counted
+        walks.append(str(root))
+        return folders(root, skipped)
+
+    monkeypatch.setattr(walk_module, "_folders", counted)
+    for run in ("cold", "warm"):
+        walks.clear()
+        assert cli.main(["--vault", str(vault), "index", "--no-vectors", "--json"]) == 0, run
+        out = json.loads(capsys.readouterr().out)
+        assert len(walks) == 1, (run, walks)
+    monkeypatch.setattr(walk_module, "_folders", folders)
+    notes = {p for p in walk_module.stat_map(vault) if p.endswith(".md")}
+    index = RecallIndex(vault)
+    assert index.load() and set(index.data.files) == notes and set(index.data.notes) <= notes
+    assert len(index.data.notes) >= len(notes) - 1 and out["recall"]["changed"] == 0  # (broken.md may not parse)

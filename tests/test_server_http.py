@@ -344,10 +344,12 @@ def _answers(port: int) -> dict:
             data.pop("usage", None)  # read_note counts each read: the second server sees one more
             # the freshness signal is the vault's state at that moment (the first server's usage log
             # may still be pending in the second's watcher), not the path that answered: keep its keys
-            data.pop("stale", None)
-            for key in ("pending_changes", "models_ready"):
-                if key in data:
-                    data[key] = "present"
+            # (search and related carry it under "index", other tools at the top)
+            for holder in (data, data.get("index") if isinstance(data.get("index"), dict) else {}):
+                holder.pop("stale", None)
+                for key in ("pending_changes", "models_ready"):
+                    if key in holder:
+                        holder[key] = "present"
             out[f"{name}-{i}"] = (bool(result.get("isError")), data)
         out["unknown_session"] = _post(client, url, {"jsonrpc": "2.0", "id": 90, "method": "tools/call", "params": {
             "name": "search", "arguments": {"query": "x"}}}, "not-a-session").status_code
@@ -394,3 +396,68 @@ def test_read_only_calls_answered_directly_as_fastmcp_answers_them(vault: Path) 
     assert found["results"] and wrote["path"] and (vault / wrote["path"]).is_file()
     # fastmcp 4's client speaks the sessionless 2026 revision: the SDK's own path answers it whole
     assert after_client == calls
+
+
+def test_a_session_idle_past_its_ttl_is_gone_for_direct_calls_too(vault: Path) -> None:
+    """direct_http holds the SDK's idle countdown while it answers and restarts it afterwards. So a
+    session kept busy only by direct calls stays alive past the TTL, and once it is left idle longer
+    than the TTL it expires: a direct call with its id then gets the protocol's 404 (from the SDK),
+    and is not answered directly."""
+    ttl = 2.0
+    url_of = "http://127.0.0.1:{}/mcp".format
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+
+    def call(client: httpx.Client, url: str, session: str, rid: int) -> httpx.Response:
+        return _post(client, url, {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                                   "params": {"name": "search", "arguments": {"query": "TLS", "k": 1}}}, session)
+
+    with server(vault, "http", env={"MEMORY_HUB_HTTP_SESSION_TTL": str(ttl)}) as (port, _):
+        url, health = url_of(port), f"http://127.0.0.1:{port}/health"
+        with httpx.Client() as client:
+            session = _post(client, url, init).headers["mcp-session-id"]
+            _post(client, url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+            before = httpx.get(health).json()["http"]["direct_calls"]
+            busy = []
+            start = time.monotonic()
+            rid = 10
+            while time.monotonic() - start < 2.5 * ttl:  # only direct calls, each well inside the TTL
+                busy.append(call(client, url, session, rid).status_code)
+                rid += 1
+                time.sleep(ttl / 4)
+            answered = httpx.get(health).json()["http"]["direct_calls"] - before
+            time.sleep(ttl + 1.5)  # now idle for longer than the TTL
+            gone = call(client, url, session, rid)
+            after = httpx.get(health).json()["http"]
+    assert busy and set(busy) == {200}, busy  # kept alive by direct calls alone
+    assert answered == len(busy)  # and they were answered directly
+    assert gone.status_code == 404, (gone.status_code, gone.text)
+    assert after["direct_calls"] - before == len(busy)  # the expired session's call was not answered directly
+    assert after["sessions"] == 0
+
+
+def test_the_direct_path_and_the_scope_gate_class_every_tool_alike(tmp_path: Path) -> None:
+    """A read token reaches a tool through direct_http only when app.ScopeGate would let it: both must
+    use tokens.tool_writes, for every tool FastMCP registers (a tool without annotations writes)."""
+    from memory_hub.server.app import build_server
+    from memory_hub.server.direct_http import DirectCalls
+    from memory_hub.server.state import ServerState
+    from memory_hub.server.stdio import load_tool_list
+    from memory_hub.server.tokens import tool_writes
+
+    state = ServerState.open(tmp_path)
+    try:
+        mcp = build_server(state)
+
+        async def registered() -> dict[str, bool]:
+            return {t["name"]: tool_writes(await mcp.get_tool(t["name"])) for t in load_tool_list()}
+
+        writes = asyncio.run(registered())
+    finally:
+        state.store.close()
+    direct = DirectCalls(app=None, state=None, limits=None)  # type: ignore[arg-type]
+    assert direct.read_only == {name for name, w in writes.items() if not w}
+    assert {"search", "recall", "read_note", "related", "status"} == direct.read_only
+    assert writes["capture"] and writes["delete_note"]
+    assert tool_writes({"name": "x"}) and tool_writes({"name": "x", "annotations": {"readOnlyHint": False}})
+    assert not tool_writes({"name": "x", "annotations": {"readOnlyHint": True}})

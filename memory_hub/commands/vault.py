@@ -25,12 +25,14 @@ from typing import Any
 from .shell import CliError, print_json, vault_path
 
 
-def build_recall_index(vault: Path, index: Any = None) -> dict[str, Any]:
+def build_recall_index(vault: Path, index: Any = None, walked: dict[str, tuple[int, int]] | None = None
+                       ) -> dict[str, Any]:
     """Recall's own index, so the first prompts take the steady-state path instead of building it.
-    ``index``: one the sync already filled (``recall_for_sync``): only what it did not parse is read."""
+    ``index``: one the sync already filled (``recall_for_sync``): only what it did not parse is read;
+    ``walked``: that sync's walk (``SyncReport.walked``), so the vault is not walked twice."""
     if index is None:
         index = recall_for_sync(vault)
-    stats = dict(index.refresh())
+    stats = dict(index.refresh(walked=walked))
     stats["notes"] = len(index.data.notes)
     return stats
 
@@ -106,7 +108,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     except SyncInterrupted as exc:
         print(f"interrupted: {exc.report.summary()}; run `memory-hub index` again to finish", file=sys.stderr)
         return 130
-    recall = build_recall_index(vault, recall_index)
+    recall = build_recall_index(vault, recall_index, report.walked)
     code, vectors = 0, {}
     if not args.json:
         print(f"indexed {vault}: {report.summary()}; {_recall_summary(recall)}")

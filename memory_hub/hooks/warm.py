@@ -97,6 +97,7 @@ def save_plan(key: str, vault: str | Path, budget: int, deadline: float, hint_wa
         try:
             with open(path, encoding="utf-8") as fh:
                 if fh.read() == body:
+                    _mark_used(path)
                     return  # the plan there already says this (every prompt while the server is down)
         except OSError:
             pass
@@ -110,11 +111,20 @@ def save_plan(key: str, vault: str | Path, budget: int, deadline: float, hint_wa
         pass
 
 
+def _mark_used(path: str) -> None:
+    """Record a plan's use as its mtime (what :func:`prune_plans` ranks by): access times say
+    nothing on noatime or relatime mounts."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
 def prune_plans(folder: str, keep: str | None = None, now: float | None = None) -> list[str]:
     """Remove plans unused for ``PLAN_MAX_AGE`` and all but the ``MAX_PLANS`` most recently used
     (a plan is written per working folder, so without this they pile up), and temporary files a
-    killed hook left. "Used" is the later of the file's access and change times: a warm hook only
-    reads its plan. Returns the removed paths; never raises."""
+    killed hook left. "Used" is the file's mtime, which writing a plan and every use of it set
+    (:func:`_mark_used`), never its access time. Returns the removed paths; never raises."""
     now = time.time() if now is None else now
     plans, removed = [], []
     try:
@@ -128,7 +138,7 @@ def prune_plans(folder: str, keep: str | None = None, now: float | None = None) 
             st = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        used = max(st.st_atime, st.st_mtime)
+        used = st.st_mtime
         if entry.name.endswith(".tmp"):
             if now - st.st_mtime > 3600:
                 removed.append(entry.path)
@@ -152,7 +162,8 @@ def load_plan(key: str, folder: str | None = None) -> dict[str, Any] | None:
     """The plan for ``key`` if every file it was read from is unchanged, else None (``folder``: the
     checked ``runtime_folder()``, when the caller has it already)."""
     try:
-        with open(_plan_path(key, folder), encoding="utf-8") as fh:
+        path = _plan_path(key, folder)
+        with open(path, encoding="utf-8") as fh:
             plan = json.load(fh)
     except (OSError, UnsafeSocketDir, ValueError):
         return None
@@ -161,10 +172,12 @@ def load_plan(key: str, folder: str | None = None) -> dict[str, Any] | None:
     try:
         if any(stamp(p) != s for p, s in plan["stamps"]):
             return None
-        return {"vault": str(plan["vault"]), "budget": int(plan["budget"]), "deadline": float(plan["deadline"]),
-                "hint_wait": float(plan["hint_wait"])}
+        found = {"vault": str(plan["vault"]), "budget": int(plan["budget"]), "deadline": float(plan["deadline"]),
+                 "hint_wait": float(plan["hint_wait"])}
     except (KeyError, TypeError, ValueError):
         return None
+    _mark_used(path)
+    return found
 
 
 MAX_EVENT = 4 * 1024 * 1024

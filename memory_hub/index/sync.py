@@ -74,6 +74,9 @@ class SyncReport:
     descriptions_local: bool = True  # descriptions were chosen again only for this report's notes
     seconds: float = 0.0
     interrupted: bool = False
+    # A full sync given a ``note_hook``: the walk its notes were taken from ({path: (mtime_ns, size)}),
+    # so the hook's owner (recall's index) finishes from it instead of walking the vault again
+    walked: dict[str, tuple[int, int]] | None = field(default=None, repr=False, compare=False)
 
     def paths(self) -> list[str]:
         """Every path whose note this sync wrote or removed (both sides of a rename)."""
@@ -530,6 +533,8 @@ def _sync_files(vault: Path, store: Store, report: SyncReport, progress: bool | 
     else:
         known = _known_stamps(conn)
         seen = stat_map(vault, report.skipped)
+        if note_hook is not None:
+            report.walked = seen
     # the usual case, nothing changed, in one C comparison (no set of 100k paths made)
     reparse = reparse_pending(store, only)
     same = seen == known and not reparse

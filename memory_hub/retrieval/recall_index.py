@@ -16,7 +16,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -251,11 +251,14 @@ class RecallIndex:
         """A ``sync.NoteHook`` that fills this index from the notes a sync parses."""
         return info_of_note, self.take
 
-    def refresh(self, deadline: float | None = None, only: Iterable[str] | None = None) -> dict[str, int]:
+    def refresh(self, deadline: float | None = None, only: Iterable[str] | None = None,
+                walked: Mapping[str, tuple[int, int]] | None = None) -> dict[str, int]:
         """Stat the vault (or just ``only``) and re-parse what changed; save when anything did.
 
         With ``deadline`` (a ``time.monotonic()`` value) the work stops there and what was done is
         saved, so a large vault's first build spreads over several runs instead of never finishing.
+        ``walked``: a whole walk already made (``SyncReport.walked``, {path: (mtime_ns, size)}),
+        used instead of walking the vault again.
         """
         # The stat walk runs outside the lock: prompts keep being answered meanwhile.
         if only is not None:
@@ -267,6 +270,8 @@ class RecallIndex:
                 except (OSError, OutsideVault):
                     continue
                 stats.append(FileStat(rel, st.st_mtime_ns, st.st_size))
+        elif walked is not None:
+            stats = [FileStat(p, mtime_ns, size) for p, (mtime_ns, size) in walked.items()]
         else:
             stats = list(walk(self.vault))
         with self._lock:

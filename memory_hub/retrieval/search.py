@@ -36,7 +36,7 @@ from ..index.terms import (
     normalize,
     without_terms,
 )
-from ..vault.markdown import plain_text
+from ..vault.markdown import plain_text, reader_text
 from . import fusion
 from .fusion import DEFAULT_PARAMS, Evidence, FusionParams
 from .rerank import DOC_CHARS, RERANK_DEPTH, Reranker, RerankUnavailable, blend
@@ -468,7 +468,9 @@ def feedback_terms(store: Store, terms: QueryTerms, ranked: list[tuple[int, floa
     for pos, nid in enumerate(ids, start=1):
         title, _desc, body = texts.get(nid, ("", "", ""))
         start, end, heading = best_chunk.get(nid, (0, 0, ""))
-        passage = _readable(body[start:min(end, start + FEEDBACK_TEXT)]) if end > start else ""
+        # what a reader sees of it, as the embedder does, but no link target is borrowed, so no URL's
+        # host either (``20Showcases`` from a URL's ``%20Showcases`` is no word of the note)
+        passage = plain_text(reader_text(body[start:min(end, start + FEEDBACK_TEXT)], hosts=False)) if end > start else ""
         for term in set(analyze_query(" ".join((title, heading, passage))).words):
             if term not in asked:
                 weight[term] = weight.get(term, 0.0) + 1.0 / pos
@@ -484,16 +486,6 @@ def feedback_terms(store: Store, terms: QueryTerms, ranked: list[tuple[int, floa
             if len(chosen) == FEEDBACK_TERMS:
                 break
     return chosen
-
-
-_LINK_TARGET = re.compile(r"\]\([^)\n]*\)")
-_UNREAD = re.compile(r"%%.*?(?:%%|$)|<[^>\n]*>|\S*(?:https?://|%[0-9A-Fa-f]{2})\S*", re.S)
-
-
-def _readable(markdown: str) -> str:
-    """What a reader sees of a passage, without the link targets, HTML tags and ``%% comments %%``
-    that plain_text keeps (``20Showcases`` from a URL's ``%20Showcases`` is no word of the note)."""
-    return plain_text(_UNREAD.sub(" ", _LINK_TARGET.sub("] ", markdown)))
 
 
 def feedback_channel(store: Store, terms: QueryTerms, ranked: list[tuple[int, float]],

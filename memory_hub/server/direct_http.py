@@ -79,13 +79,14 @@ class DirectCalls:
         from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
         from .stdio import STAGES_ENV, load_tool_list
+        from .tokens import tool_writes
 
         self.app, self.state, self.limits, self.path = app, state, limits, path
         self.versions = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
         self.by_name = {t["name"]: t for t in load_tool_list()}
-        # only tools that never write: a write's scope check and its author are app.ScopeGate's
-        self.read_only = {name for name, t in self.by_name.items()
-                          if (t.get("annotations") or {}).get("readOnlyHint") is True}
+        # only tools that never write (the one rule, tokens.tool_writes, that app.ScopeGate applies):
+        # a write's scope check and its author are app.ScopeGate's
+        self.read_only = {name for name, t in self.by_name.items() if not tool_writes(t)}
         self.stages = bool(os.environ.get(STAGES_ENV))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -40,6 +40,7 @@ import stat
 import threading
 import time
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,11 @@ def tool_writes(tool: Any) -> bool:
     """Whether calling ``tool`` may change the vault: anything not annotated read-only.
 
     The single rule every write tool joins (capture and any later update/move/delete/restore):
-    give a tool ``readOnlyHint=True`` only when it never writes."""
+    give a tool ``readOnlyHint=True`` only when it never writes. ``tool``: a registered FastMCP
+    tool, or an entry of a recorded tools/list answer (a dict, as ``direct_http`` reads them)."""
+    if isinstance(tool, Mapping):
+        hint = (tool.get("annotations") or {}).get("readOnlyHint")
+        return hint is not True
     annotations = getattr(tool, "annotations", None)
     if annotations is None:
         return True

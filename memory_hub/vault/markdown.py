@@ -72,9 +72,10 @@ _BARE_URL = re.compile(r"\b(?:https?|ftp)://([^/\s)>\]|]+)[^\s)>\]|]*")
 _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>\n]{0,300})?/?>")
 
 
-def reader_text(markdown: str) -> str:
-    """``markdown`` without what a reader does not read: link addresses, URLs (host kept), HTML
-    tags, comments — for embedding.
+def reader_text(markdown: str, hosts: bool = True) -> str:
+    """``markdown`` without what a reader does not read: link addresses, URLs (host kept unless
+    ``hosts=False``), HTML tags, comments — for embedding, and for the words search feeds back
+    (which borrows no link target, so no host either).
 
     On obsidian-hub these were 60 % of the tokens an embedder was fed (179 → 78 per chunk on
     average): URLs cost many tokens and say little about meaning. Lexical search still indexes
@@ -87,7 +88,7 @@ def reader_text(markdown: str) -> str:
     for m in _LINK_TARGET.finditer(masked):
         cuts.append((m.start(), m.end(), ""))
     for m in _BARE_URL.finditer(masked):
-        cuts.append((m.start(), m.end(), m.group(1)))
+        cuts.append((m.start(), m.end(), m.group(1) if hosts else " "))
     for m in _HTML_TAG.finditer(masked):
         cuts.append((m.start(), m.end(), " "))
     if not cuts:

@@ -17,7 +17,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple
 
-from ..config import MAX_NOTE_BYTES, SKIP_DIRS
+from ..config import MAX_NOTE_BYTES
 from .ignore import ignore_rules
 from .safe_io import OutsideVault, UnreadableNote, decode_note, read_bytes, safe_path
 
@@ -93,7 +93,7 @@ def _folders(vault: Path, skipped: list[Skipped] | None) -> Iterator[tuple[list[
         stamps: list[tuple[int, int]] = []
         for entry in entries:
             name = entry.name
-            if name[0] == ".":  # every SKIP_DIRS name starts with one too
+            if name[0] == ".":  # dot-files and dot-folders: every SKIP_DIRS name too (a test checks)
                 continue
             rel = prefix + name
             try:
@@ -106,7 +106,7 @@ def _folders(vault: Path, skipped: list[Skipped] | None) -> Iterator[tuple[list[
                     rels.append(rel)
                     stamps.append((st.st_mtime_ns, st.st_size))
                     continue
-                if name in SKIP_DIRS or (ignored is not None and ignored.entry_matches(rel, entry.is_dir())):
+                if ignored is not None and ignored.entry_matches(rel, entry.is_dir()):
                     continue
                 link = entry.is_symlink()
                 if link and not _inside(root_real, entry.path):
