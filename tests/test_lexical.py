@@ -368,3 +368,91 @@ def test_first_term_in_a_long_note_is_where_lower_casing_all_of_it_finds_it() ->
     for text, terms in cases:
         assert first_term_at(text, terms) == _first_hit(text, terms), (text[:40], terms)
     assert first_term_at(edge, ["kanban"]) == SCAN_BLOCK - 3
+
+
+def test_a_folder_filter_reads_only_its_id_range_and_answers_the_same(tmp_path) -> None:
+    """A folder filter narrows the FTS5 query to the lowest..highest id of that folder's notes (its
+    posting lists are never read outside it), found through the case-insensitive path index. The
+    answer must be what the filter alone gives: the folder's notes gain later ids out of order, other
+    folders' notes sit in between, the prefix is typed in another case, and one folder is empty."""
+    from conftest import write_files
+
+    from memory_hub.index.store import Store
+    from memory_hub.index.sync import sync
+
+    vault = tmp_path / "vault"
+    write_files(vault, {f"proj/n{i:02}.md": f"# Proj {i}\n\nshared word{' shared' * (i % 4)} alpha\n"
+                        for i in range(12)})
+    store = Store(vault)
+    sync(vault, store=store, progress=False)
+    write_files(vault, {f"other/o{i:02}.md": f"# Other {i}\n\nshared word alpha\n" for i in range(30)})
+    sync(vault, store=store, progress=False)
+    write_files(vault, {"proj/late.md": "# Late\n\nshared shared shared alpha\n",
+                        "projects-old/x.md": "# Old\n\nshared alpha\n"})
+    sync(vault, store=store, progress=False)
+    conn = store.conn
+    plan = " ".join(r[3] for r in conn.execute(
+        "EXPLAIN QUERY PLAN SELECT min(n.id), max(n.id) FROM notes n WHERE n.path LIKE 'proj/%' ESCAPE '\\'"))
+    assert "notes_path_nocase" in plan  # the prefix is an index range, not a scan of every path
+    lo, hi = lexical.id_span(conn, "PROJ/")
+    ids = {int(r[0]) for r in conn.execute("SELECT id FROM notes WHERE path LIKE 'proj/%'")}
+    assert (lo, hi) == (min(ids), max(ids)) and hi - lo + 1 > len(ids)  # other notes' ids in between
+    assert lexical.id_span(conn, "nowhere/") == (1, 0)
+
+    def reference(expr: str, prefix: str) -> list[tuple[int, float]]:  # the filter alone, no range
+        where, params = Filters(path_prefix=prefix).sql("n")
+        return [(int(r[0]), -float(r[1])) for r in conn.execute(
+            f"SELECT f.rowid, {lexical._BM25_WORDS} AS s FROM fts_words f JOIN notes n ON n.id = f.rowid "
+            f"WHERE fts_words MATCH ? AND {where} ORDER BY s LIMIT 100", (expr, *params))]
+
+    for prefix in ("proj/", "PROJ/", "proj", "other/", "nowhere/"):
+        for expr in ('"shared"', '"shared" OR "alpha"', '"late"'):
+            got = lexical._run(conn, "fts_words", lexical._BM25_WORDS, expr, Filters(path_prefix=prefix), 100)
+            assert got == reference(expr, prefix), (prefix, expr)
+    got = lexical._run(conn, "fts_words", lexical._BM25_WORDS, '"shared"', Filters(path_prefix="proj/"), 100)
+    assert len(got) == 13  # every note of the folder, the late one too; none of projects-old/ or other/
+    assert lexical._run(conn, "fts_words", lexical._BM25_WORDS, '"shared"', Filters(path_prefix="proj"), 100) != got
+
+
+def test_counts_survive_writes_that_change_no_note_and_follow_every_one_that_does(tmp_path, monkeypatch) -> None:
+    """Document counts are cached per notes stamp: a write of the meta table alone (the watcher's
+    rescan records ``last_sync`` once a minute) keeps them, and every write that changes what FTS
+    holds moves the stamp: a note written, and staged rows moved into FTS by the sync after one
+    stopped before its flush."""
+    from conftest import write_files
+
+    from memory_hub.index.store import Store
+    from memory_hub.index.sync import sync
+
+    vault = tmp_path / "vault"
+    write_files(vault, {f"a{i}.md": f"# A {i}\n\nalpha words\n" for i in range(3)})
+    store = Store(vault)
+    sync(vault, store=store, progress=False)
+    conn = store.conn
+    assert lexical.document_frequency(conn, "alpha") == 3
+    db = lexical._generation(conn)
+    with store.transaction() as c:
+        store.set_meta(c, "last_sync", "1")
+    lexical._generation(conn)
+    assert (db, "alpha") in lexical._df_cache  # the meta write alone left the count cached
+
+    write_files(vault, {"a9.md": "# A 9\n\nalpha again\n"})
+    sync(vault, store=store, progress=False)
+    assert lexical.document_frequency(conn, "alpha") == 4
+
+    # a bulk sync (more than 32 new notes) stopped after writing its notes, before moving their rows
+    write_files(vault, {f"b{i:02}.md": f"# B {i}\n\nbeta words\n" for i in range(40)})
+    real_flush = lexical.flush_pending
+
+    def stop(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lexical, "flush_pending", stop)
+    with pytest.raises(KeyboardInterrupt):
+        sync(vault, store=store, progress=False)
+    assert lexical.has_pending(conn)
+    assert lexical.document_frequency(conn, "beta") == 0  # staged rows are not searchable yet
+    monkeypatch.setattr(lexical, "flush_pending", real_flush)
+    report = sync(vault, store=store, progress=False)
+    assert not report.added and not lexical.has_pending(conn)  # no note written: only the rows moved
+    assert lexical.document_frequency(conn, "beta") == 40

@@ -34,3 +34,28 @@ def test_sync_picks_up_adds_edits_and_deletes(template_vault: tuple[Path, Store]
 def test_sync_on_a_missing_vault_is_a_clear_error(tmp_path: Path) -> None:
     proc = subprocess.run([MEMORY_HUB, "--vault", str(tmp_path / "nope"), "sync"], capture_output=True, text=True)
     assert proc.returncode == 1 and "vault not found" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_servers_post_sync_step_reads_what_the_next_search_would(template_vault: tuple[Path, Store]) -> None:
+    """After a sync that changed notes, the watcher's post-sync step (``ServerState.sync_vectors``)
+    rebuilds the link graph and the vault-wide counts on its own thread, so the next agent's search
+    finds them made for the new notes (before: the first search after every edit rebuilt them)."""
+    from memory_hub.index import cache, graph, lexical
+    from memory_hub.index.sync import sync
+    from memory_hub.server.state import ServerState
+
+    vault, _ = template_vault
+    state = ServerState.open(vault)
+    (vault / "inbox" / "warmed.md").write_text("# Warmed\n\nsee [[home]]\n", encoding="utf-8")
+    report = sync(vault, store=state.store, only=["inbox/warmed.md"], progress=False)
+    assert report.changed
+    conn = state.store.conn
+    db, now = cache.stamp(conn)
+    assert cache._values.get((db, "link_graph"), ("", None))[0] != now  # the sync made it stale
+    state.sync_vectors(report)
+    assert cache._values[(db, "link_graph")][0] == now
+    new_id = state.store.note_row("inbox/warmed.md")["id"]
+    assert new_id in graph.cached(conn).near  # the graph it left holds the new note's link
+    assert (lexical._generation(conn), "\0ranked") in lexical._df_cache
+    unchanged = sync(vault, store=state.store, only=[], progress=False)
+    state.sync_vectors(unchanged)  # nothing changed: nothing to do

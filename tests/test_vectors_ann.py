@@ -142,3 +142,84 @@ def test_filters_are_part_of_the_vector_query(table, monkeypatch) -> None:  # no
     monkeypatch.setattr(vectors_mod, "ANN_IN_MAX", 10)
     exact, ann = _both(vi, store, q, Filters(since="1970-01-01"), limit=10)
     assert len(exact) == 10 and [h[0] for h in ann] == [h[0] for h in exact]
+
+
+def test_a_fragmented_table_is_compacted_and_answers_the_same(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """Every committed group of a sync is a data file of its own; the ANN path's refine reads rows
+    by id from each, so the sync merges them (ANN_MAX_FRAGMENTS) when it builds the index, and on a
+    later sync of a table already indexed, without changing what a search returns."""
+    import pyarrow as pa
+
+    root = tmp_path / "vault"
+    files = {f"{'a' if n % 2 else 'b'}/n{n:03}.md": f"# Note {n}\n\nbody {n}\n" for n in range(120)}
+    write_files(root, files)
+    store = Store(root)
+    sync(root, store=store, progress=False)
+    rng = np.random.default_rng(11)
+    vi = VectorIndex(root, Identity())  # type: ignore[arg-type]
+    table = vi._table(create=True)
+    vecs = _unit(rng.normal(size=(len(files), DIM)) + 2.0)
+    paths = sorted(files)
+    for start in range(0, len(paths), 6):  # 20 adds: 20 data files, as 20 sync groups leave them
+        rows = [{"id": f"{p}#0", "path": p, "note_hash": "h", "ordinal": 0, "start": 0, "end": 9, "heading": "",
+                 "text": "", "embedder": Identity().identity.key, "level": "note"} for p in paths[start:start + 6]]
+        data = pa.Table.from_pylist(rows).append_column(
+            "vector", pa.FixedSizeListArray.from_arrays(pa.array(vecs[start:start + 6].reshape(-1)), DIM))
+        table.add(data.select(vi._schema().names).cast(vi._schema()))
+    vi._bump(store)
+    assert vectors_mod._fragments(vi._table()) == 20
+    monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 16)
+    monkeypatch.setattr(vectors_mod, "ANN_MAX_FRAGMENTS", 4)
+    queries = _unit(vecs[rng.choice(len(vecs), 5)] + 0.3 * rng.normal(size=(5, DIM)))
+    exact = [vi.search_notes(store, q, None, 10) for q in queries]  # below the threshold: the matrix
+    vi.ann_from = 0
+    report = VectorReport(vi.key)
+    vi._maintain_ann(store, report)
+    assert report.ann["built"] is True
+    assert vectors_mod._fragments(vi._table()) == 1  # merged before the index was trained
+    vi.ann_probes = 10**6  # every partition: only how rows are read may differ
+    for q, want in zip(queries, exact, strict=True):
+        got = vi.search_notes(store, q, None, 10)
+        assert [h[0] for h in got] == [h[0] for h in want]
+    # an indexed table that was fragmented again (another build's files): compacted by the next sync
+    table = vi._table()
+    for start in range(0, 10, 2):  # 5 new files of 2 rows (below the retraining share)
+        where = f"path IN ({','.join(repr(p) for p in paths[start:start + 2])})"
+        extra = table.search().where(where).select(vi._schema().names).to_arrow()
+        table.delete(where)
+        table.add(extra.select(vi._schema().names).cast(vi._schema()))
+    report = VectorReport(vi.key)
+    vi._maintain_ann(store, report)
+    assert report.ann["compacted_fragments"] > 4
+    assert vectors_mod._fragments(vi._table()) <= 2  # LanceDB keeps the indexed rows' file apart
+    for q, want in zip(queries, exact, strict=True):
+        assert [h[0] for h in vi.search_notes(store, q, None, 10)] == [h[0] for h in want]
+
+
+def test_coverage_is_cached_across_meta_writes_and_follows_note_changes(tmp_path) -> None:  # noqa: ANN001
+    """Every search asks how many notes the vectors cover. The answer is kept until the vectors or
+    the notes change, not until the next ``last_sync`` (the watcher's rescan writes it every minute,
+    and recounting read every path of the vector table)."""
+    import pyarrow as pa
+
+    root = tmp_path / "vault"
+    files = {f"n{n}.md": f"# Note {n}\n\nbody {n}\n" for n in range(10)}
+    write_files(root, files)
+    store = Store(root)
+    sync(root, store=store, progress=False)
+    vi = VectorIndex(root, Identity())  # type: ignore[arg-type]
+    rows = [{"id": f"{p}#0", "path": p, "note_hash": "h", "ordinal": 0, "start": 0, "end": 9, "heading": "",
+             "text": "", "embedder": Identity().identity.key, "level": "note"} for p in sorted(files)]
+    vecs = _unit(np.random.default_rng(3).normal(size=(len(rows), DIM)))
+    data = pa.Table.from_pylist(rows).append_column(
+        "vector", pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), DIM))
+    vi._table(create=True).add(data.select(vi._schema().names).cast(vi._schema()))
+    vi._bump(store)
+    assert vi.notes_covered(store) == (10, 10)
+    counted = vi._covered
+    with store.transaction() as c:
+        store.set_meta(c, "last_sync", "1")
+    assert vi.notes_covered(store) == (10, 10) and vi._covered is counted  # not counted again
+    write_files(root, {"n99.md": "# New\n\nnot embedded yet\n"})
+    sync(root, store=store, progress=False)
+    assert vi.notes_covered(store) == (10, 11)

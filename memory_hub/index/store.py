@@ -40,6 +40,11 @@ DROP INDEX IF EXISTS links_target;
 # note (1.1 s of a 100k-note no-change sync), this index ~60 bytes.
 STAMP_INDEX = "CREATE INDEX IF NOT EXISTS notes_stamp ON notes(path, mtime_ns, size, hash);"
 
+# A folder filter is ``path LIKE 'prefix%'``, which is case-insensitive (ASCII), so SQLite can
+# narrow it with an index only when that index folds case the same way (NOCASE). Without it every
+# filtered search scanned every note's path (9 ms at 30k notes) before or while matching.
+PATH_INDEX = "CREATE INDEX IF NOT EXISTS notes_path_nocase ON notes(path COLLATE NOCASE);"
+
 PENDING_SCHEMA = ("CREATE TABLE IF NOT EXISTS fts_pending (rowid INTEGER PRIMARY KEY, "
                   + ", ".join(f"{side}_{c} TEXT NOT NULL" for side in "tw" for c in FTS_COLUMNS) + ");")
 
@@ -89,6 +94,7 @@ CREATE TABLE IF NOT EXISTS notes (
 );
 CREATE INDEX IF NOT EXISTS notes_kind ON notes(kind);
 {STAMP_INDEX}
+{PATH_INDEX}
 
 -- Trigram BM25: substring matching for terms of 3+ characters in any script.
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_trigram USING fts5(
@@ -174,7 +180,8 @@ class Store:
     def _upgrade(self, conn: sqlite3.Connection) -> None:
         """Bring an index made by an older version up to this schema, in place."""
         names = {r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE name IN ('links_in', 'usage', 'notes_stamp', 'fts_pending')")}
+            "SELECT name FROM sqlite_master WHERE name IN ('links_in', 'usage', 'notes_stamp', 'fts_pending',"
+            " 'notes_path_nocase')")}
         if "links_in" not in names:
             with self.writer():  # an index made before the covering link indexes existed
                 conn.executescript(LINK_INDEXES)
@@ -187,6 +194,9 @@ class Store:
         if "notes_stamp" not in names:
             with self.writer():  # an index made before the stamp index existed
                 conn.execute(STAMP_INDEX)
+        if "notes_path_nocase" not in names:
+            with self.writer():  # an index made before folder filters had an index of their own
+                conn.execute(PATH_INDEX)
         columns = {r[1] for r in conn.execute("PRAGMA table_info(problems)")}
         if "mtime_ns" not in columns:
             with self.writer():  # an index made before skipped files kept their stat

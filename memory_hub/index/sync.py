@@ -686,6 +686,8 @@ def _sync_files(vault: Path, store: Store, report: SyncReport, progress: bool | 
             some = describe.refresh_some(c, few, leads_before) if leads_before is not None else None
             report.descriptions_changed = describe.refresh(c) if some is None else some
             report.descriptions_local = some is not None or report.descriptions_changed == 0
+            if report.descriptions_changed:  # note rows and their FTS rows changed: move the stamp
+                store.set_meta(c, NOTES_CHANGED, f"{time.time():.6f}")
             store.set_meta(c, DESCRIPTIONS_PENDING, "0")
             if reparse:
                 store.set_meta(c, "parse_version", PARSE_VERSION)
@@ -698,6 +700,8 @@ def _sync_files(vault: Path, store: Store, report: SyncReport, progress: bool | 
             while True:
                 with store.transaction() as c:
                     moved = lexical.flush_pending(c, FLUSH_ROWS)
+                    if moved:  # rows became searchable: what readers counted in FTS is stale
+                        store.set_meta(c, NOTES_CHANGED, f"{time.time():.6f}")
                 if moved < FLUSH_ROWS:
                     break
 

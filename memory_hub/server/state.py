@@ -155,14 +155,20 @@ class ServerState:
         """Embed notes whose vectors are missing or stale, once models are warm and vectors exist.
 
         Called by the watcher after each lexical sync; before the models are ready it does nothing
-        (the warm-up's own first search, or the next change, catches up)."""
+        (the warm-up's own first search, or the next change, catches up). Afterwards, on this same
+        thread, it reads what the next search would otherwise read first after notes changed (the
+        link graph, vault-wide counts, the vectors' coverage: ~0.4 s at 30k notes)."""
         if report is not None and not getattr(report, "changed", True):
             return None
-        if not self.models_ready.is_set() or self.models_error or not self.vectors_enabled():
-            return None
-        with self._vector_lock:
-            out = self.searcher.sync_vectors(progress=False, changes=report)
-        self._rebuild_vectors = False
+        out = None
+        if self.models_ready.is_set() and not self.models_error and self.vectors_enabled():
+            with self._vector_lock:
+                out = self.searcher.sync_vectors(progress=False, changes=report)
+                self.searcher.vectors.notes_covered(self.store)  # every search asks: count it now
+            self._rebuild_vectors = False
+        from ..retrieval.search import warm_caches  # here: importing search costs start-up time
+
+        warm_caches(self.store)
         return out
 
     # -- an index deleted or replaced under the running server ---------------------------------
