@@ -7,8 +7,9 @@ path: how a prompt or a link may name the note (title, aliases, file stem), its 
 name > tags > description > body, body repetitions capped at 4). Scoring over it is ``recall_score.py``.
 
 A warm restart reads every note's small record (stamp, title, description, kind, names, links) and
-none of the postings: those stay in SQLite (by note, for cheap updates), and a prompt reads only
-its terms' document counts (``df``).
+none of the postings: those stay in SQLite, one packed array of term ids (and one of weights) per
+note, so a changed note is one row and a build writes one row a note, and a prompt reads only its
+terms' document counts (``df``).
 Before version 7 the index was one pickle of every posting, read whole at every start (3.7 s of CPU
 at 30k notes, 417 MB at 100k). Changes are kept in memory (``_pending``) and written in one
 transaction per save, so an interrupted save leaves the last committed index, never half of one.
@@ -24,6 +25,8 @@ import sqlite3
 import sys
 import threading
 import time
+from array import array
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -35,8 +38,9 @@ from ..index.terms import HAN, HANGUL, HIRAGANA, KATAKANA, STOPWORDS, is_identif
 from ..vault.notes import UNRANKED_KINDS, Note, parse_note
 from ..vault.walk import FileStat, OutsideVault, UnreadableNote, read_note_text, safe_path, walk
 
-INDEX_VERSION = 7  # 5: usage counters left the notes (and this index); 6: titles and templates as parse_note reads
-# them now; 7: SQLite (index.sqlite3) instead of one pickle, postings read per term
+INDEX_VERSION = 8  # 5: usage counters left the notes (and this index); 6: titles and templates as parse_note reads
+# them now; 7: SQLite (index.sqlite3) instead of one pickle, postings read per term; 8: a note's postings
+# packed in its row (term ids, weights) instead of a row per posting (a cold build wrote ~97 rows a note)
 FILE_NAME = "index.sqlite3"
 OLD_FILES = ("index.pkl",)  # earlier versions' files: removed once this version has saved
 FLUSH_NOTES = 5_000  # a long build (a sync handing over every note) writes this many notes at a time
@@ -131,19 +135,18 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     # info: JSON [kind, names, links, raw_transcript], NULL: an unreadable note; title and
     # description in columns of their own (plain text read as it is, not JSON escapes parsed)
+    # terms / weights: the note's postings, packed (``_pack``): term ids, and their weights in that order
     "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, "
-    "mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, info TEXT, title TEXT, description TEXT)",
+    "mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, info TEXT, title TEXT, description TEXT, "
+    "terms BLOB, weights BLOB)",
     # every term ever seen gets an id (kept, so ids are stable across processes); df: notes with it
     "CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE, df INTEGER NOT NULL)",
-    # clustered by note: a changed note's rows are one range (deleted at once), a build appends
-    "CREATE TABLE IF NOT EXISTS postings (note INTEGER NOT NULL, term INTEGER NOT NULL, weight REAL NOT NULL, "
-    "PRIMARY KEY (note, term)) WITHOUT ROWID",
 )
 
 
 class _Postings(Mapping[str, dict[str, float]]):
     """``{term: {path: weight}}`` from SQLite (plus what is not saved yet), for tests and tools: the
-    postings are stored by note, so a term's posting is a scan. A prompt needs only a few terms'
+    postings are packed per note, so a term's posting is a scan. A prompt needs only a few terms'
     document counts, read per term from the terms table (``RecallIndex.df``)."""
 
     def __init__(self, index: RecallIndex) -> None:
@@ -251,6 +254,18 @@ def _each(values: Iterable[str]) -> str:
     return json.dumps(list(values))
 
 
+def _pack(ids: list[int], weights: list[float]) -> tuple[bytes, bytes]:
+    """A note's postings as two blobs: term ids (uint32) and their weights (float64), same order."""
+    return array("I", ids).tobytes(), array("d", weights).tobytes()
+
+
+def _unpack_ids(blob: bytes | None) -> array:
+    out = array("I")
+    if blob:
+        out.frombytes(blob)
+    return out
+
+
 class RecallIndex:
     """Recall's own inverted index of the vault, persisted across runs and updated incrementally."""
 
@@ -344,7 +359,7 @@ class RecallIndex:
 
     def _reset(self, con: sqlite3.Connection) -> None:
         """Inside a write transaction: start the file over (no index yet, or another version's)."""
-        for table in ("notes", "postings", "terms", "meta"):
+        for table in ("notes", "postings", "terms", "meta"):  # postings: version 7's table
             con.execute(f"DROP TABLE IF EXISTS {table}")
         for statement in _SCHEMA:
             con.execute(statement)
@@ -393,20 +408,18 @@ class RecallIndex:
             for old in OLD_FILES:  # an earlier version's file is never read again
                 self.path.with_name(old).unlink(missing_ok=True)
 
-    def _term_ids(self, con: sqlite3.Connection, terms: set[str]) -> dict[str, int]:
-        """Ids of ``terms``, new ones added (inside the save's transaction)."""
+    def _term_ids(self, con: sqlite3.Connection, terms: set[str]) -> tuple[dict[str, int], list[str]]:
+        """Ids of ``terms`` (inside the save's transaction), and the terms not in the file yet, which
+        get the next free ids here and are inserted by the caller with their counts."""
         ids: dict[str, int] = {}
         todo = list(terms)
         for i in range(0, len(todo), 50_000):
             ids.update(con.execute("SELECT term, id FROM terms WHERE term IN (SELECT value FROM json_each(?))",
                                    (_each(todo[i:i + 50_000]),)))
         missing = sorted(t for t in terms if t not in ids)
-        if missing:
-            con.executemany("INSERT INTO terms (term, df) VALUES (?, 0)", ((t,) for t in missing))
-            for i in range(0, len(missing), 50_000):
-                ids.update(con.execute("SELECT term, id FROM terms WHERE term IN (SELECT value FROM json_each(?))",
-                                       (_each(missing[i:i + 50_000]),)))
-        return ids
+        start = (con.execute("SELECT max(id) FROM terms").fetchone()[0] or 0) + 1
+        ids.update(zip(missing, range(start, start + len(missing)), strict=True))
+        return ids, missing
 
     def _write(self, con: sqlite3.Connection, pending: dict[str, _Pending | None]) -> None:
         if not pending:
@@ -416,13 +429,14 @@ class RecallIndex:
         for i in range(0, len(paths), 20_000):
             old.update(con.execute("SELECT path, id FROM notes WHERE path IN (SELECT value FROM json_each(?))",
                                    (_each(paths[i:i + 20_000]),)))
-        df: dict[int, int] = {}
-        for nid in old.values():  # what the saved index had for these notes goes first
-            for (tid,) in con.execute("SELECT term FROM postings WHERE note = ?", (nid,)):
-                df[tid] = df.get(tid, 0) - 1
-        con.executemany("DELETE FROM postings WHERE note = ?", ((nid,) for nid in sorted(old.values())))
-        ids = self._term_ids(con, {t for entry in pending.values() if entry and entry[3] for t in entry[3]})
-        rows: list[tuple[int, int, float]] = []
+        gone: Counter[int] = Counter()
+        had_ids = sorted(old.values())
+        for i in range(0, len(had_ids), 20_000):  # what the saved index had for these notes goes first
+            for (blob,) in con.execute("SELECT terms FROM notes WHERE id IN (SELECT value FROM json_each(?))",
+                                       (_each(had_ids[i:i + 20_000]),)):
+                gone.update(_unpack_ids(blob))
+        ids, missing = self._term_ids(con, {t for entry in pending.values() if entry and entry[3] for t in entry[3]})
+        came: Counter[int] = Counter()
         for path, entry in pending.items():
             had = old.get(path)
             if entry is None:
@@ -431,20 +445,21 @@ class RecallIndex:
                 continue
             mtime_ns, size, info, weights = entry
             record, title, description = (None, None, None) if info is None else _record(info)
+            term_ids = list(map(ids.__getitem__, weights)) if weights else []
+            came.update(term_ids)
+            terms_blob, weights_blob = _pack(term_ids, list(weights.values())) if weights else (None, None)
+            row = (mtime_ns, size, record, title, description, terms_blob, weights_blob)
             if had is not None:
-                nid = had
-                con.execute("UPDATE notes SET mtime_ns = ?, size = ?, info = ?, title = ?, description = ? WHERE id = ?",
-                            (mtime_ns, size, record, title, description, nid))
+                con.execute("UPDATE notes SET mtime_ns = ?, size = ?, info = ?, title = ?, description = ?, "
+                            "terms = ?, weights = ? WHERE id = ?", (*row, had))
             else:
-                nid = con.execute("INSERT INTO notes (path, mtime_ns, size, info, title, description) "
-                                  "VALUES (?, ?, ?, ?, ?, ?)", (path, mtime_ns, size, record, title, description)).lastrowid
-            for t, w in (weights or {}).items():
-                tid = ids[t]
-                rows.append((nid, tid, w))
-                df[tid] = df.get(tid, 0) + 1
-        rows.sort()
-        con.executemany("INSERT INTO postings (note, term, weight) VALUES (?, ?, ?)", rows)
-        con.executemany("UPDATE terms SET df = df + ? WHERE id = ?", sorted((n, t) for t, n in df.items() if n))
+                con.execute("INSERT INTO notes (mtime_ns, size, info, title, description, terms, weights, path) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (*row, path))
+        new_ids = {ids[t] for t in missing}
+        con.executemany("INSERT INTO terms (id, term, df) VALUES (?, ?, ?)", ((ids[t], t, came[ids[t]]) for t in missing))
+        came.subtract(gone)
+        con.executemany("UPDATE terms SET df = df + ? WHERE id = ?",
+                        sorted((n, t) for t, n in came.items() if n and t not in new_ids))
 
     def try_save(self) -> bool:
         """``save``, and on failure (another writer, a full disk) keep the changes pending and say why."""
@@ -474,12 +489,14 @@ class RecallIndex:
         con = self._readable()
         if con is None or not paths:
             return {}
-        out: dict[str, set[str]] = {}
-        for path, term in con.execute(
-                "SELECT n.path, t.term FROM notes n JOIN postings p ON p.note = n.id JOIN terms t ON t.id = p.term "
-                "WHERE n.path IN (SELECT value FROM json_each(?))", (_each(paths),)):
-            out.setdefault(path, set()).add(term)
-        return out
+        packed = {path: _unpack_ids(blob) for path, blob in con.execute(
+            "SELECT path, terms FROM notes WHERE path IN (SELECT value FROM json_each(?))", (_each(paths),))}
+        wanted = sorted({tid for ids in packed.values() for tid in ids})
+        names: dict[int, str] = {}
+        for i in range(0, len(wanted), 50_000):
+            names.update(con.execute("SELECT id, term FROM terms WHERE id IN (SELECT value FROM json_each(?))",
+                                     (_each(wanted[i:i + 50_000]),)))
+        return {path: {names[tid] for tid in ids} for path, ids in packed.items()}
 
     def df(self, terms: Iterable[str]) -> dict[str, int]:
         """How many notes have each term (0: none): what a long prompt's rarest terms are chosen by."""
@@ -503,10 +520,17 @@ class RecallIndex:
             out: dict[str, float] = {}
             con = self._readable()
             if con is not None:
-                # every row is read: postings are clustered by note (this is for tests and tools;
+                # every note is read: postings are packed per note (this is for tests and tools;
                 # a prompt asks ``df``)
-                out.update(con.execute("SELECT n.path, p.weight FROM postings p JOIN notes n ON n.id = p.note "
-                                       "WHERE p.term = (SELECT id FROM terms WHERE term = ?)", (term,)))
+                row = con.execute("SELECT id FROM terms WHERE term = ?", (term,)).fetchone()
+                if row is not None:
+                    for path, blob, wblob in con.execute(
+                            "SELECT path, terms, weights FROM notes WHERE terms IS NOT NULL"):
+                        ids = _unpack_ids(blob)
+                        if row[0] in ids:
+                            weights = array("d")
+                            weights.frombytes(wblob)
+                            out[path] = weights[ids.index(row[0])]
             for path, entry in self._pending.items():
                 out.pop(path, None)
                 if entry is not None and entry[3] and term in entry[3]:
