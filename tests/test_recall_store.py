@@ -98,7 +98,7 @@ def test_an_interrupted_save_leaves_the_last_committed_index(make_vault, monkeyp
     real_write = recall_index.RecallIndex._write
 
     def dies_half_way(self, con, pending) -> None:  # noqa: ANN001
-        con.execute("UPDATE notes SET terms = NULL")  # some of the work done...
+        con.execute("DELETE FROM postings")  # some of the work done...
         raise OSError("disk full")  # ...then the save stops
 
     monkeypatch.setattr(recall_index.RecallIndex, "_write", dies_half_way)

@@ -8,7 +8,8 @@ name > tags > description > body, body repetitions capped at 4). Scoring over it
 
 A warm restart reads every note's small record (stamp, title, description, kind, names, links) and
 none of the postings: those stay in SQLite, one packed array of term ids (and one of weights) per
-note, so a changed note is one row and a build writes one row a note, and a prompt reads only its
+note in a table of their own, so a changed note is one row there and a build writes one row a note,
+and a prompt reads only its
 terms' document counts (``df``).
 Before version 7 the index was one pickle of every posting, read whole at every start (3.7 s of CPU
 at 30k notes, 417 MB at 100k). Changes are kept in memory (``_pending``) and written in one
@@ -38,9 +39,11 @@ from ..index.terms import HAN, HANGUL, HIRAGANA, KATAKANA, STOPWORDS, is_identif
 from ..vault.notes import UNRANKED_KINDS, Note, parse_note
 from ..vault.walk import FileStat, OutsideVault, UnreadableNote, read_note_text, safe_path, walk
 
-INDEX_VERSION = 8  # 5: usage counters left the notes (and this index); 6: titles and templates as parse_note reads
+INDEX_VERSION = 9  # 5: usage counters left the notes (and this index); 6: titles and templates as parse_note reads
 # them now; 7: SQLite (index.sqlite3) instead of one pickle, postings read per term; 8: a note's postings
-# packed in its row (term ids, weights) instead of a row per posting (a cold build wrote ~97 rows a note)
+# packed (term ids, weights) instead of a row per posting (a cold build wrote ~97 rows a note); 9: those packed
+# rows in a table of their own, so a warm open's scan of the notes reads no posting (at 100k the notes table
+# holding them was 450 MB to scan)
 FILE_NAME = "index.sqlite3"
 OLD_FILES = ("index.pkl",)  # earlier versions' files: removed once this version has saved
 FLUSH_NOTES = 5_000  # a long build (a sync handing over every note) writes this many notes at a time
@@ -135,10 +138,11 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     # info: JSON [kind, names, links, raw_transcript], NULL: an unreadable note; title and
     # description in columns of their own (plain text read as it is, not JSON escapes parsed)
-    # terms / weights: the note's postings, packed (``_pack``): term ids, and their weights in that order
     "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, "
-    "mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, info TEXT, title TEXT, description TEXT, "
-    "terms BLOB, weights BLOB)",
+    "mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, info TEXT, title TEXT, description TEXT)",
+    # a note's postings, packed (``_pack``): term ids, and their weights in that order; one row a note,
+    # apart from the notes, which a warm open scans
+    "CREATE TABLE IF NOT EXISTS postings (note INTEGER PRIMARY KEY, terms BLOB NOT NULL, weights BLOB NOT NULL)",
     # every term ever seen gets an id (kept, so ids are stable across processes); df: notes with it
     "CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE, df INTEGER NOT NULL)",
 )
@@ -432,7 +436,7 @@ class RecallIndex:
         gone: Counter[int] = Counter()
         had_ids = sorted(old.values())
         for i in range(0, len(had_ids), 20_000):  # what the saved index had for these notes goes first
-            for (blob,) in con.execute("SELECT terms FROM notes WHERE id IN (SELECT value FROM json_each(?))",
+            for (blob,) in con.execute("SELECT terms FROM postings WHERE note IN (SELECT value FROM json_each(?))",
                                        (_each(had_ids[i:i + 20_000]),)):
                 gone.update(_unpack_ids(blob))
         ids, missing = self._term_ids(con, {t for entry in pending.values() if entry and entry[3] for t in entry[3]})
@@ -442,19 +446,25 @@ class RecallIndex:
             if entry is None:
                 if had is not None:
                     con.execute("DELETE FROM notes WHERE id = ?", (had,))
+                    con.execute("DELETE FROM postings WHERE note = ?", (had,))
                 continue
             mtime_ns, size, info, weights = entry
             record, title, description = (None, None, None) if info is None else _record(info)
             term_ids = list(map(ids.__getitem__, weights)) if weights else []
             came.update(term_ids)
-            terms_blob, weights_blob = _pack(term_ids, list(weights.values())) if weights else (None, None)
-            row = (mtime_ns, size, record, title, description, terms_blob, weights_blob)
+            row = (mtime_ns, size, record, title, description)
             if had is not None:
-                con.execute("UPDATE notes SET mtime_ns = ?, size = ?, info = ?, title = ?, description = ?, "
-                            "terms = ?, weights = ? WHERE id = ?", (*row, had))
+                nid = had
+                con.execute("UPDATE notes SET mtime_ns = ?, size = ?, info = ?, title = ?, description = ? "
+                            "WHERE id = ?", (*row, nid))
             else:
-                con.execute("INSERT INTO notes (mtime_ns, size, info, title, description, terms, weights, path) "
-                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (*row, path))
+                nid = con.execute("INSERT INTO notes (mtime_ns, size, info, title, description, path) "
+                                  "VALUES (?, ?, ?, ?, ?, ?)", (*row, path)).lastrowid
+            if weights:
+                con.execute("INSERT OR REPLACE INTO postings (note, terms, weights) VALUES (?, ?, ?)",
+                            (nid, *_pack(term_ids, list(weights.values()))))
+            elif had is not None:
+                con.execute("DELETE FROM postings WHERE note = ?", (nid,))
         new_ids = {ids[t] for t in missing}
         con.executemany("INSERT INTO terms (id, term, df) VALUES (?, ?, ?)", ((ids[t], t, came[ids[t]]) for t in missing))
         came.subtract(gone)
@@ -490,7 +500,8 @@ class RecallIndex:
         if con is None or not paths:
             return {}
         packed = {path: _unpack_ids(blob) for path, blob in con.execute(
-            "SELECT path, terms FROM notes WHERE path IN (SELECT value FROM json_each(?))", (_each(paths),))}
+            "SELECT n.path, p.terms FROM notes n JOIN postings p ON p.note = n.id "
+            "WHERE n.path IN (SELECT value FROM json_each(?))", (_each(paths),))}
         wanted = sorted({tid for ids in packed.values() for tid in ids})
         names: dict[int, str] = {}
         for i in range(0, len(wanted), 50_000):
@@ -525,7 +536,7 @@ class RecallIndex:
                 row = con.execute("SELECT id FROM terms WHERE term = ?", (term,)).fetchone()
                 if row is not None:
                     for path, blob, wblob in con.execute(
-                            "SELECT path, terms, weights FROM notes WHERE terms IS NOT NULL"):
+                            "SELECT n.path, p.terms, p.weights FROM postings p JOIN notes n ON n.id = p.note"):
                         ids = _unpack_ids(blob)
                         if row[0] in ids:
                             weights = array("d")
