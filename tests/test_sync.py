@@ -350,17 +350,23 @@ def test_worker_map_finishes_in_process_when_its_workers_die(tmp_path: Path) -> 
     assert "index workers stopped" in proc.stderr
 
 
-def test_a_bulk_update_stopped_midway_never_hides_indexed_notes_from_search(tmp_path: Path, monkeypatch) -> None:
-    """A pull that rewrites many notes is a bulk sync; the notes already indexed must stay
-    searchable while it runs and after it is stopped (only new notes' rows may wait, staged)."""
-    from memory_hub.index import sync as sync_module
-
+def _sixty_indexed_notes(tmp_path: Path) -> tuple[Path, Store]:
+    """A vault of 60 small notes, each with its own marker word, indexed: the bulk-sync tests' start."""
     vault = tmp_path / "vault"
     vault.mkdir()
     for i in range(60):
         (vault / f"n{i:02d}.md").write_text(f"# Note {i}\n\nmarker{i}x body text\n", encoding="utf-8")
     store = Store(vault)
     sync(vault, store=store)
+    return vault, store
+
+
+def test_a_bulk_update_stopped_midway_never_hides_indexed_notes_from_search(tmp_path: Path, monkeypatch) -> None:
+    """A pull that rewrites many notes is a bulk sync; the notes already indexed must stay
+    searchable while it runs and after it is stopped (only new notes' rows may wait, staged)."""
+    from memory_hub.index import sync as sync_module
+
+    vault, store = _sixty_indexed_notes(tmp_path)
     for i in range(60):  # every note edited (its marker word kept), plus new notes
         (vault / f"n{i:02d}.md").write_text(f"# Note {i}\n\nmarker{i}x body text, edited\n", encoding="utf-8")
     for i in range(60, 70):
@@ -480,12 +486,7 @@ def test_a_bulk_sync_killed_while_new_notes_are_staged_loses_nothing_indexed(tmp
     from memory_hub.index import lexical
     from memory_hub.index.sync import DESCRIPTIONS_PENDING
 
-    vault = tmp_path / "vault"
-    vault.mkdir()
-    for i in range(60):
-        (vault / f"n{i:02d}.md").write_text(f"# Note {i}\n\nmarker{i}x body text\n", encoding="utf-8")
-    store = Store(vault)
-    sync(vault, store=store)
+    vault, store = _sixty_indexed_notes(tmp_path)
     synced_at = store.get_meta("last_sync")
     store.close()
     for i in range(60):  # every note edited (its marker word kept), then ten new ones (walked after them)
