@@ -31,16 +31,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.bench_server import cpu_seconds  # noqa: E402
 from benchmarks.common import percentile, print_table, write_result  # noqa: E402
 from benchmarks.mcp_client import StdioClient, structured  # noqa: E402
 
 KINDS = ("hybrid_graph", "lexical", "lexical_filtered")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a running process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def touch_meta(vault: Path) -> None:

@@ -162,9 +162,16 @@ def id_span(conn: sqlite3.Connection, path_prefix: str) -> tuple[int, int]:
     mostly one run of ids (a sync writes a folder's new notes together), so the range goes into the
     MATCH query beside the filter: the rows and scores are the same (bm25's statistics are the
     whole table's either way), only the rows outside the range are never read."""
+    seen = cache.pinned(conn)  # one search asks it per channel: within its one_look, once
+    slot = "id_span:" + path_prefix
+    if seen is not None and slot in seen:
+        return seen[slot]  # type: ignore[no-any-return]
     where, params = Filters(path_prefix=path_prefix).sql("n")
     lo, hi = conn.execute(f"SELECT min(n.id), max(n.id) FROM notes n WHERE {where}", params).fetchone()
-    return (1, 0) if lo is None else (int(lo), int(hi))
+    span = (1, 0) if lo is None else (int(lo), int(hi))
+    if seen is not None:
+        seen[slot] = span
+    return span
 
 
 def _run(conn: sqlite3.Connection, table: str, bm25: str, expr: str, filters: Filters,

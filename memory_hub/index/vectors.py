@@ -443,8 +443,9 @@ class VectorIndex:
         if rows < max(self.ann_from, 1) and index is None:
             return
         t0 = time.monotonic()
+        fragments = _fragments(table)  # one manifest read for the three decisions below
         if index is None:
-            if _fragments(table) > ANN_MAX_FRAGMENTS:  # compact first: the index is built on the merged files
+            if fragments > ANN_MAX_FRAGMENTS:  # compact first: the index is built on the merged files
                 table.optimize()
             self.build_ann(table, rows)
             report.ann = {"built": True, "rows": rows}
@@ -454,10 +455,9 @@ class VectorIndex:
             if unindexed > ANN_RETRAIN_SHARE * rows:
                 self.build_ann(table, rows)
                 report.ann = {"built": True, "rows": rows, "retrained_for": unindexed}
-                if _fragments(table) > ANN_MAX_FRAGMENTS:
+                if fragments > ANN_MAX_FRAGMENTS:
                     table.optimize()
-            elif unindexed or _fragments(table) > ANN_MAX_FRAGMENTS:
-                fragments = _fragments(table)
+            elif unindexed or fragments > ANN_MAX_FRAGMENTS:
                 table.optimize()  # new rows join the trained partitions; small data files are merged
                 report.ann = {"built": False, "rows": rows, "added": unindexed}
                 if fragments > ANN_MAX_FRAGMENTS:

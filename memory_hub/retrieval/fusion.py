@@ -161,7 +161,7 @@ class FusionParams:
 
     def reads_informative(self) -> bool:
         """Whether fusion with these params reads ``Evidence.informative`` (search measures it only then)."""
-        return self.informative_coverage or self.feedback_below is not None
+        return self.informative_coverage  # feedback_below reads it only through lexical_cover, i.e. only then
 
 
 DEFAULT_PARAMS = FusionParams()
