@@ -289,6 +289,7 @@ class RecallIndex:
         self._backlinks: dict[str, int] | None = None
         self.last_refresh = 0.0
         self._unsaved = False
+        self._flush_at = FLUSH_NOTES  # pending notes at which a long build saves (``_flush_if_full``)
         self._saved_at = time.monotonic()
 
     # persistence -------------------------------------------------------------------------------
@@ -363,7 +364,7 @@ class RecallIndex:
 
     def _reset(self, con: sqlite3.Connection) -> None:
         """Inside a write transaction: start the file over (no index yet, or another version's)."""
-        for table in ("notes", "postings", "terms", "meta"):  # postings: version 7's table
+        for table in ("notes", "postings", "terms", "meta"):
             con.execute(f"DROP TABLE IF EXISTS {table}")
         for statement in _SCHEMA:
             con.execute(statement)
@@ -380,8 +381,8 @@ class RecallIndex:
                 self._reset(con)
             return con
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                raise  # another process is writing: this save stays pending
+            if isinstance(exc, sqlite3.OperationalError):
+                raise  # another writer, a full disk, a read-only file: this save stays pending, the file stays
             if con is not None and con.in_transaction:
                 con.execute("ROLLBACK")
             self.close()  # not a database (or damaged): it is a cache, start it again
@@ -470,6 +471,17 @@ class RecallIndex:
         came.subtract(gone)
         con.executemany("UPDATE terms SET df = df + ? WHERE id = ?",
                         sorted((n, t) for t, n in came.items() if n and t not in new_ids))
+
+    def _flush_if_full(self) -> bool:
+        """A long build's bounded memory: save once ``_flush_at`` notes wait. After a failed save the
+        next try waits for another FLUSH_NOTES notes, not the next note (each try may wait BUSY_MS)."""
+        if len(self._pending) < self._flush_at:
+            return False
+        if self.try_save():
+            self._flush_at = FLUSH_NOTES
+            return True
+        self._flush_at = len(self._pending) + FLUSH_NOTES
+        return False
 
     def try_save(self) -> bool:
         """``save``, and on failure (another writer, a full disk) keep the changes pending and say why."""
@@ -593,7 +605,7 @@ class RecallIndex:
             self._put(stat.path, (stat.mtime_ns, stat.size), found)
             self._invalidate()
             self._unsaved = True
-            if len(self._pending) >= FLUSH_NOTES and self.try_save():  # a long build: bounded memory
+            if self._flush_if_full():
                 self._unsaved, self._saved_at = False, time.monotonic()
 
     def note_hook(self) -> tuple[Any, Any]:
@@ -645,8 +657,7 @@ class RecallIndex:
                         changed += 1
                     else:
                         self._unreadable(st.path, (st.mtime_ns, st.size))
-                    if len(self._pending) >= FLUSH_NOTES:
-                        self.try_save()
+                    self._flush_if_full()
                 due = []
             for st in due:
                 if deadline is not None and time.monotonic() > deadline:
