@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 PLAN_VERSION = 1
 MAX_PLANS = 64  # a plan per (agent, vault argument, working folder, variables): kept, newest first
+MARK_EVERY = 3600.0  # a plan's use is recorded at most this often (its mtime; see _mark_used)
 PLAN_MAX_AGE = 30 * 86400.0  # a plan unused this long is removed (the next full run writes it again)
 SOCKET_TIMEOUT = 1.0  # at most this long (and 40 % of the deadline) for the server's answer
 _ENV_PREFIXES = ("MEMORY_HUB_", "XDG_")
@@ -113,9 +114,11 @@ def save_plan(key: str, vault: str | Path, budget: int, deadline: float, hint_wa
 
 def _mark_used(path: str) -> None:
     """Record a plan's use as its mtime (what :func:`prune_plans` ranks by): access times say
-    nothing on noatime or relatime mounts."""
+    nothing on noatime or relatime mounts. At most once per MARK_EVERY: a warm prompt then costs
+    a ``stat``, not a metadata write, and pruning by days loses nothing by it."""
     try:
-        os.utime(path)
+        if time.time() - os.stat(path).st_mtime > MARK_EVERY:
+            os.utime(path)
     except OSError:
         pass
 

@@ -686,6 +686,7 @@ class RecallIndex:
             out = {"changed": changed, "removed": removed, "notes": len(self.data.notes)}
             if self.save_error:
                 out["unsaved"] = len(self._pending)  # said, not hidden: the next save retries them
+                out["save_error"] = self.save_error
             return out
 
     # lookups -----------------------------------------------------------------------------------
