@@ -414,6 +414,52 @@ def test_a_folder_filter_reads_only_its_id_range_and_answers_the_same(tmp_path) 
     assert lexical._run(conn, "fts_words", lexical._BM25_WORDS, '"shared"', Filters(path_prefix="proj"), 100) != got
 
 
+def test_a_read_only_open_of_an_index_without_the_path_index_writes_nothing(tmp_path) -> None:
+    """An index made before the NOCASE path index existed is upgraded by the first writer, not by an
+    open that only searches: the file's bytes and mtime stay as they were, no WAL frame is written,
+    and folder filters answer as they do with the index (LIKE without it is a scan, same rows)."""
+    import shutil
+
+    from memory_hub.config import db_path, template_dir
+    from memory_hub.index.store import Store
+    from memory_hub.index.sync import sync
+
+    vault = tmp_path / "vault"
+    shutil.copytree(template_dir(), vault)
+    store = Store(vault)
+    sync(vault, store=store, progress=False)
+    queries = [("certificate", "inbox/"), ("failover", "runbooks/"), ("vectors", "DECISIONS/"), ("deploy", "")]
+
+    def answers(s: Store) -> list[list[tuple[str, float]]]:
+        return [[(h.path, h.score) for h in search(s, q, k=20, mode="lexical",
+                                                    filters=Filters(path_prefix=p or None)).hits]
+                for q, p in queries]
+
+    expected = answers(store)
+    assert all(expected)  # every query, filtered or not, finds something
+    with store.writer() as conn:  # the index as versions before the path index made it
+        conn.execute("DROP INDEX notes_path_nocase")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    path = db_path(vault)
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+
+    reader = Store(vault)
+    assert answers(reader) == expected
+    assert lexical.id_span(reader.conn, "RUNBOOKS/") != (1, 0)
+    wal = path.with_name(path.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0  # nothing written, not even to the WAL
+    reader.close()
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+    reader = Store(vault)
+    assert reader.conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'notes_path_nocase'").fetchone()[0] == 0
+
+    with reader.writer():  # the first writer adds it
+        pass
+    assert reader.conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'notes_path_nocase'").fetchone()[0] == 1
+    assert answers(reader) == expected
+
+
 def test_counts_survive_writes_that_change_no_note_and_follow_every_one_that_does(tmp_path, monkeypatch) -> None:
     """Document counts are cached per notes stamp: a write of the meta table alone (the watcher's
     rescan records ``last_sync`` once a minute) keeps them, and every write that changes what FTS

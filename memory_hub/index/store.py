@@ -152,6 +152,7 @@ class Store:
         self.path = db_path(self.vault)
         self._local = threading.local()
         self.migrated_from: int | None = None  # the schema version this open upgraded, if any
+        self._indexes_checked = False  # whether a writer of this Store has added missing indexes
         self._ensure()
 
     def _ensure(self) -> None:
@@ -163,6 +164,7 @@ class Store:
                 f"index schema {version} is not {SCHEMA_VERSION}; run `memory-hub index --rebuild`"
             )
         if version == 0:
+            self._indexes_checked = True  # SCHEMA makes every index
             with self.writer():
                 conn.executescript(SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -175,33 +177,37 @@ class Store:
                                        f" PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
                     self.migrated_from = version
         if version:
-            self._upgrade(conn)
+            self._upgrade_tables(conn)
 
-    def _upgrade(self, conn: sqlite3.Connection) -> None:
-        """Bring an index made by an older version up to this schema, in place."""
+    def _upgrade_tables(self, conn: sqlite3.Connection) -> None:
+        """Add the tables and columns an older index lacks, in place, on open: readers query them, so
+        without them a search could not run at all. Indexes that only make reads faster wait for the
+        first writer (``_upgrade_indexes``): an open that only reads writes nothing for those."""
         names = {r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE name IN ('links_in', 'usage', 'notes_stamp', 'fts_pending',"
-            " 'notes_path_nocase')")}
-        if "links_in" not in names:
-            with self.writer():  # an index made before the covering link indexes existed
-                conn.executescript(LINK_INDEXES)
+            "SELECT name FROM sqlite_master WHERE name IN ('usage', 'fts_pending')")}
         if "usage" not in names:
             with self.writer():  # an index made before usage moved out of the notes
                 conn.executescript(USAGE_SCHEMA)
         if "fts_pending" not in names:
             with self.writer():  # an index made before bulk syncs staged their rows
                 conn.execute(PENDING_SCHEMA)
-        if "notes_stamp" not in names:
-            with self.writer():  # an index made before the stamp index existed
-                conn.execute(STAMP_INDEX)
-        if "notes_path_nocase" not in names:
-            with self.writer():  # an index made before folder filters had an index of their own
-                conn.execute(PATH_INDEX)
         columns = {r[1] for r in conn.execute("PRAGMA table_info(problems)")}
         if "mtime_ns" not in columns:
             with self.writer():  # an index made before skipped files kept their stat
                 conn.execute("ALTER TABLE problems ADD COLUMN mtime_ns INTEGER")
                 conn.execute("ALTER TABLE problems ADD COLUMN size INTEGER")
+
+    def _upgrade_indexes(self, conn: sqlite3.Connection) -> None:
+        """Create the indexes an older index file lacks; run by the first ``writer()`` of this Store
+        (under its lock), never by an open that only reads: a search works without them, slower."""
+        names = {r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE name IN ('links_in', 'notes_stamp', 'notes_path_nocase')")}
+        if "links_in" not in names:  # an index made before the covering link indexes existed
+            conn.executescript(LINK_INDEXES)
+        if "notes_stamp" not in names:  # an index made before the stamp index existed
+            conn.execute(STAMP_INDEX)
+        if "notes_path_nocase" not in names:  # an index made before folder filters had an index of their own
+            conn.execute(PATH_INDEX)
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -231,6 +237,9 @@ class Store:
         with file_lock(self.dir / "write.lock", timeout=timeout):
             self._local.lock_depth = 1
             try:
+                if not self._indexes_checked:
+                    self._upgrade_indexes(self.conn)
+                    self._indexes_checked = True
                 yield self.conn
             finally:
                 self._local.lock_depth = 0
