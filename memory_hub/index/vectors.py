@@ -703,12 +703,10 @@ class VectorIndex:
         then read every ranked path and the vector table's path column, ~0.15-0.3 s at 30k notes.)"""
         key = (store.get_meta(f"{META_VERSION}:{self.name}"), store.get_meta(NOTES_CHANGED))
         if self._covered is None or self._covered[0] != key:
-            if self.fingerprint and holding_mark(store, self.fingerprint, key[1] or "") is not None:
-                # the last complete vector sync left every ranked note embedded, and nothing changed
-                # since (what ``current_coverage`` answers): a count, no read of the table
-                ranked_count = len(cache.ranked_note_ids(store.conn))
-                self._covered = (key, ranked_count, ranked_count)
-                return ranked_count, ranked_count
+            known = current_coverage(store, self.fingerprint) if self.fingerprint else None
+            if known is not None:  # the last complete vector sync still holds: a count, no read of the table
+                self._covered = (key, known.fresh, known.expected)
+                return known.fresh, known.expected
             ranked = {r[0] for r in store.conn.execute("SELECT path FROM notes WHERE ranked = 1")}
             if self.uses_ann(store):  # only the path column, never the vectors
                 table = self._table()
@@ -862,7 +860,7 @@ def current_coverage(store: Store, fingerprint: str) -> Coverage | None:
     key = current_embedder(store, fingerprint)
     if key is None:
         return None
-    ranked = int(store.conn.execute("SELECT count(*) FROM notes WHERE ranked = 1").fetchone()[0])
+    ranked = len(cache.ranked_note_ids(store.conn))  # a server has it cached: every search reads it
     return Coverage(key, ranked, ranked, [], [], [])
 
 
