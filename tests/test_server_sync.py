@@ -57,5 +57,10 @@ def test_the_servers_post_sync_step_reads_what_the_next_search_would(template_va
     new_id = state.store.note_row("inbox/warmed.md")["id"]
     assert new_id in graph.cached(conn).near  # the graph it left holds the new note's link
     assert (lexical._generation(conn), "\0ranked") in lexical._df_cache
+    graph_made, counts_made = cache._values[(db, "link_graph")], lexical._df_cache[(lexical._generation(conn), "\0ranked")]
     unchanged = sync(vault, store=state.store, only=[], progress=False)
-    state.sync_vectors(unchanged)  # nothing changed: nothing to do
+    assert not unchanged.changed
+    assert state.sync_vectors(unchanged) is None  # nothing changed: no vector sync, nothing built again
+    assert cache._values[(db, "link_graph")] is graph_made and cache.stamp(conn) == (db, now)
+    assert lexical._df_cache[(lexical._generation(conn), "\0ranked")] is counts_made
+
