@@ -64,3 +64,52 @@ def test_the_servers_post_sync_step_reads_what_the_next_search_would(template_va
     assert cache._values[(db, "link_graph")] is graph_made and cache.stamp(conn) == (db, now)
     assert lexical._df_cache[(lexical._generation(conn), "\0ranked")] is counts_made
 
+
+def test_the_start_up_catch_up_warms_a_new_process_and_counts_coverage_outside_the_vector_lock(
+        template_vault: tuple[Path, Store], monkeypatch) -> None:  # noqa: ANN001
+    """A server's start-up catch-up sync usually finds nothing changed, and a new process has no
+    caches: the post-sync step reads them anyway (it skipped them, so the first search paid). After a
+    sync that changed notes the lexical caches are read before the vector sync (which can embed for
+    minutes), and the coverage is counted after it with the vector lock already released."""
+    from memory_hub.index import cache, graph
+    from memory_hub.index.sync import sync
+    from memory_hub.retrieval.searcher import Searcher
+    from memory_hub.server.state import ServerState
+
+    vault, store = template_vault
+    Searcher(vault, store=store).sync_vectors(progress=False)  # as `memory-hub index` leaves it
+    monkeypatch.setattr(cache, "_values", {})  # a new process: nothing cached yet
+    state = ServerState.open(vault)
+    state.models_ready.set()
+    conn = state.store.conn
+    unchanged = sync(vault, store=state.store, progress=False)  # the catch-up: nothing changed meanwhile
+    assert not unchanged.changed
+    assert state.sync_vectors(unchanged) is None
+    db, now = cache.stamp(conn)
+    assert cache._values[(db, "link_graph")][0] == now and cache._values[(db, "ranked_note_ids")][0] == now
+
+    seen: dict[str, object] = {}
+    searcher = state.searcher
+    real_sync, vectors = searcher.sync_vectors, searcher.vectors
+    real_covered = vectors.notes_covered
+
+    def vector_sync(**kwargs):  # noqa: ANN003, ANN202
+        stamp = cache.stamp(conn)
+        seen["graph_ready"] = cache._values.get((stamp[0], "link_graph"), ("", None))[0] == stamp[1]
+        return real_sync(**kwargs)
+
+    def covered(s: Store) -> tuple[int, int]:
+        seen["lock_held"] = state._vector_lock.locked()
+        return real_covered(s)
+
+    monkeypatch.setattr(searcher, "sync_vectors", vector_sync)
+    monkeypatch.setattr(vectors, "notes_covered", covered)
+    (vault / "inbox" / "catch-up.md").write_text("# Caught up\n\nsee [[home]]\n", encoding="utf-8")
+    report = sync(vault, store=state.store, progress=False)
+    assert report.changed
+    out = state.sync_vectors(report)
+    assert out is not None and out.notes_embedded == 1  # the new note, and only it
+    assert seen == {"graph_ready": True, "lock_held": False}
+    assert state.store.note_row("inbox/catch-up.md")["id"] in graph.cached(conn).near
+    have, ranked = real_covered(state.store)
+    assert have == ranked and vectors._covered is not None

@@ -155,20 +155,24 @@ class ServerState:
         """Embed notes whose vectors are missing or stale, once models are warm and vectors exist.
 
         Called by the watcher after each lexical sync; before the models are ready it does nothing
-        (the warm-up's own first search, or the next change, catches up). Afterwards, on this same
-        thread, it reads what the next search would otherwise read first after notes changed (the
-        link graph, vault-wide counts, the vectors' coverage: ~0.4 s at 30k notes)."""
+        (the warm-up's own first search, or the next change, catches up). First, on this same
+        thread, it reads what the next search would otherwise read first (the link graph, vault-wide
+        counts: ~0.4 s at 30k notes with the vectors' coverage): after a sync that changed notes,
+        and after one that changed nothing too, since the start-up catch-up finds the caches of a new
+        process empty (a stamp read each when they are warm). Before the vector sync, which may embed
+        for minutes: the lexical caches do not wait for it. The coverage is counted after it, outside
+        the vector lock, which only keeps two vector syncs from running at once."""
+        from ..retrieval.search import warm_caches  # here: importing search costs start-up time
+
+        warm_caches(self.store)
         if report is not None and not getattr(report, "changed", True):
             return None
         out = None
         if self.models_ready.is_set() and not self.models_error and self.vectors_enabled():
             with self._vector_lock:
                 out = self.searcher.sync_vectors(progress=False, changes=report)
-                self.searcher.vectors.notes_covered(self.store)  # every search asks: count it now
             self._rebuild_vectors = False
-        from ..retrieval.search import warm_caches  # here: importing search costs start-up time
-
-        warm_caches(self.store)
+            self.searcher.vectors.notes_covered(self.store)  # every search asks: count it now
         return out
 
     # -- an index deleted or replaced under the running server ---------------------------------
