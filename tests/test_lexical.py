@@ -205,6 +205,23 @@ def test_ubiquitous_is_a_share_of_the_scope(make_vault) -> None:
     assert lexical.ubiquitous_terms(store.conn, ["Caroline", "Melanie"], chat, share=0.9) == ["Caroline", "Melanie"]
 
 
+def test_ubiquitous_terms_in_a_scope_that_is_no_folder(make_vault) -> None:
+    """A tag's notes sit in no one folder: the scope is every note id (``ALL_IDS``), narrowed by the
+    tag alone, and gives what the same notes give as a folder."""
+    files = {f"{'ab'[i % 2]}/session-{i:02}.md": f"---\ntags: [chat]\n---\nCaroline: Hi Mel!\nMelanie: Hey!\n"
+                                                f"Caroline: I planted tomatoes {i}.\n" for i in range(10)}
+    files.update({f"chat/session-{i:02}.md": f"Caroline: Hi Mel!\nMelanie: Hey!\nCaroline: I ran {i}.\n"
+                  for i in range(10)})
+    files.update({f"misc/note-{i}.md": f"# Note {i}\nNothing about anyone, topic {i}.\n" for i in range(30)})
+    _, store = make_vault(files)
+    terms = ["Caroline", "Melanie", "tomatoes", "ran"]
+    assert lexical.ubiquitous_terms(store.conn, terms, Filters(tags=["chat"])) == ["Caroline", "Melanie", "tomatoes"]
+    assert lexical.ubiquitous_terms(store.conn, terms, Filters(path_prefix="chat/")) == ["Caroline", "Melanie", "ran"]
+    ids = [int(r[0]) for r in store.conn.execute("SELECT id FROM notes")]
+    assert lexical.ALL_IDS[0] <= min(ids) and max(ids) <= lexical.ALL_IDS[1]
+    assert lexical.id_span(store.conn, "nowhere/") == lexical.NO_IDS
+
+
 def test_ubiquitous_terms_need_a_scope_large_enough_to_say_so(make_vault) -> None:
     _, store = _chat_vault(make_vault, sessions=lexical.UBIQUITOUS_MIN_NOTES - 1)
     assert lexical.ubiquitous_terms(store.conn, ["Caroline"], Filters(path_prefix="chat/")) == []

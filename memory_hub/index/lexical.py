@@ -20,6 +20,7 @@ import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from ..vault.notes import Note
 from . import cache
@@ -152,9 +153,14 @@ class Filters:
 NO_FILTERS = Filters()
 
 
-def id_span(conn: sqlite3.Connection, path_prefix: str) -> tuple[int, int]:
-    """(lowest, highest) id of the notes under ``path_prefix``, from the NOCASE path index; (1, 0)
-    when there are none.
+IdSpan = tuple[int, int]  # (lowest, highest) note id, both inclusive: ``rowid BETWEEN ? AND ?``
+NO_IDS: Final[IdSpan] = (1, 0)  # empty (lowest above highest): no note in that folder
+ALL_IDS: Final[IdSpan] = (-2**63, 2**63 - 1)  # SQLite's whole rowid range: nothing narrowed
+
+
+def id_span(conn: sqlite3.Connection, path_prefix: str) -> IdSpan:
+    """(lowest, highest) id of the notes under ``path_prefix``, from the NOCASE path index;
+    ``NO_IDS`` when there are none.
 
     A filtered FTS5 query is driven by the posting lists, so a folder filter used to test every
     note holding a common word against the notes table (26k rows for "notes" at 30k notes, for a
@@ -168,7 +174,7 @@ def id_span(conn: sqlite3.Connection, path_prefix: str) -> tuple[int, int]:
         return seen[slot]  # type: ignore[no-any-return]
     where, params = Filters(path_prefix=path_prefix).sql("n")
     lo, hi = conn.execute(f"SELECT min(n.id), max(n.id) FROM notes n WHERE {where}", params).fetchone()
-    span = (1, 0) if lo is None else (int(lo), int(hi))
+    span = NO_IDS if lo is None else (int(lo), int(hi))
     if seen is not None:
         seen[slot] = span
     return span
@@ -177,21 +183,21 @@ def id_span(conn: sqlite3.Connection, path_prefix: str) -> tuple[int, int]:
 def _run(conn: sqlite3.Connection, table: str, bm25: str, expr: str, filters: Filters,
          limit: int) -> list[tuple[int, float]]:
     where, params = filters.sql("n")
-    span: tuple[int, ...] = ()
+    span: IdSpan | None = None  # a folder's ids, when the filters name a folder
     if where == "1":  # no filters: no join, a common term matches thousands of rows
         sql = f"SELECT rowid AS id, {bm25} AS score FROM {table} WHERE {table} MATCH ? ORDER BY score LIMIT ?"
     else:
         if filters.path_prefix:
             span = id_span(conn, filters.path_prefix)
-            if span[0] > span[1]:  # no note in that folder
+            if span == NO_IDS:  # no note in that folder
                 return []
         sql = (
             f"SELECT f.rowid AS id, {bm25} AS score FROM {table} f JOIN notes n ON n.id = f.rowid "
-            f"WHERE {table} MATCH ? {'AND f.rowid BETWEEN ? AND ? ' if span else ''}AND {where} "
+            f"WHERE {table} MATCH ? {'AND f.rowid BETWEEN ? AND ? ' if span is not None else ''}AND {where} "
             "ORDER BY score LIMIT ?"
         )
     try:
-        rows = conn.execute(sql, (expr, *span, *params, limit)).fetchall()
+        rows = conn.execute(sql, (expr, *(span or ()), *params, limit)).fetchall()
     except sqlite3.OperationalError as exc:  # should not happen: every term is quoted
         raise ValueError(f"lexical query failed for {expr!r}: {exc}") from exc
     return [(int(r[0]), -float(r[1])) for r in rows]
@@ -391,7 +397,7 @@ def ubiquitous_terms(conn: sqlite3.Connection, terms: Sequence[str], filters: Fi
     share = UBIQUITOUS_SHARE if share is None else share
     need = max(1, math.ceil(share * scope))
     too_common = max(1, math.ceil(share * total))
-    span = id_span(conn, filters.path_prefix) if filters.path_prefix else (-2**63, 2**63 - 1)
+    span = id_span(conn, filters.path_prefix) if filters.path_prefix else ALL_IDS  # a tag or kind scope
     in_scope = (f"SELECT count(*) FROM (SELECT f.rowid FROM fts_words f JOIN notes n ON n.id = f.rowid "
                 f"WHERE fts_words MATCH ? AND f.rowid BETWEEN ? AND ? AND {where} LIMIT ?)")
     in_vault = "SELECT count(*) FROM (SELECT rowid FROM fts_words WHERE fts_words MATCH ? LIMIT ?)"
