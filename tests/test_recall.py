@@ -8,10 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
+from recall_contents import postings
 
 from memory_hub.eval import telemetry
 from memory_hub.hooks.prompt import answer
-from memory_hub.retrieval import recall_score
+from memory_hub.retrieval import recall_index, recall_score
 from memory_hub.retrieval.recall import GRAPH, LIGHT, TARGETED, Recaller, RecallIndex, classify, is_trivial
 from memory_hub.retrieval.recall_score import rank_score
 from memory_hub.vault.usage import record_useful
@@ -68,7 +69,8 @@ def test_recall_follows_the_search_ranking(make_vault) -> None:
     assert got and got == expected[: len(got)]
     index = RecallIndex(vault)
     index.refresh()
-    assert index.data.postings["kafka"]["mentions.md"] == 4.0  # recall's index: 60 repetitions count as 4
+    text = (vault / "mentions.md").read_text(encoding="utf-8")
+    assert recall_index.note_info("mentions.md", text)[1]["kafka"] == 4.0  # recall's terms: 60 repetitions count as 4
 
 
 def test_a_weak_tail_is_dropped_not_filled(make_vault) -> None:
@@ -141,9 +143,9 @@ def test_index_persists_and_updates_incrementally(make_vault) -> None:
     again = RecallIndex(vault)
     again.load()
     assert again.refresh() == {"changed": 1, "removed": 1, "notes": 29}
-    assert "n3.md" in again.data.postings["zebra"]
+    assert "n3.md" in postings(again)["zebra"]
     assert "n4.md" not in again.data.notes
-    assert all("n4.md" not in posting for posting in again.data.postings.values())
+    assert all("n4.md" not in posting for posting in postings(again).values())
 
 
 def test_a_first_build_in_worker_processes_equals_one_built_here(make_vault, monkeypatch) -> None:
@@ -160,9 +162,9 @@ def test_a_first_build_in_worker_processes_equals_one_built_here(make_vault, mon
     monkeypatch.setenv("MEMORY_HUB_INDEX_WORKERS", "2")
     pooled = RecallIndex(vault)
     assert pooled.refresh()["changed"] == 90
-    assert pooled.data.files == here.data.files and pooled.data.postings == here.data.postings
+    assert pooled.data.files == here.data.files and postings(pooled) == postings(here)
     assert {p: vars(n) for p, n in pooled.data.notes.items()} == {p: vars(n) for p, n in here.data.notes.items()}
-    assert "bad.md" not in pooled.data.notes and "rollout_7" in pooled.data.postings
+    assert "bad.md" not in pooled.data.notes and "rollout_7" in postings(pooled)
 
 
 def test_partial_build_continues_next_run(make_vault) -> None:
@@ -286,3 +288,33 @@ def test_graph_question_pins_the_two_things_it_names(make_vault) -> None:
     assert graph.mode == GRAPH and {n.path for n in graph.notes[:2]} == {"dataview.md", "templater.md"}
     light = recaller.recall("dataview templater plugins")
     assert light.mode == LIGHT and not any(n.pinned for n in light.notes)  # one-word titles are not subjects here
+
+
+def test_a_long_prompt_gets_the_same_block_from_pending_saved_and_reopened_indexes(make_vault) -> None:
+    """A long prompt is searched by its rarest terms (``df``). Changes the watcher has not saved yet
+    count as saved ones do, so the block is the same before the save, after it, and in a new process."""
+    from memory_hub.index.sync import sync
+
+    files = {f"ops/n{i:02}.md": note(f"Ops note {i}", f"rollout canary{i % 4} pipeline staging {'kafka ' * (i % 3)}"
+                                     f"deploy window {i}") for i in range(24)}
+    files["ops/kafka-lag.md"] = note("Kafka consumer lag", "consumer lag on the canary2 pipeline during rollout")
+    vault, store = make_vault(files)
+    prompt = ("I keep seeing consumer lag on the kafka pipeline during the canary2 rollout window, and the staging "
+              "deploy looks fine; can you walk me through what the notes say about rollout windows, canary "
+              "stages and consumer lag so I can tell whether this is expected?")
+    assert len(prompt) > 200
+    recaller = Recaller(vault, refresh_interval=None)
+    recaller.recall(prompt)  # the first prompt builds and saves recall's index
+    (vault / "ops" / "n05.md").write_text(note("Ops note 5", "consumer lag canary2 consumer lag"), encoding="utf-8")
+    os.utime(vault / "ops" / "n05.md", ns=(time.time_ns(), time.time_ns() + 10_000_000))
+    (vault / "ops" / "n06.md").unlink()
+    sync(vault, store=store, progress=False)
+    recaller.index.refresh(only=["ops/n05.md", "ops/n06.md"])
+    assert recaller.index._pending  # not saved yet (SAVE_EVERY)
+    pending = (recaller.search_query(prompt), recaller.recall(prompt).block)
+    recaller.index.save()
+    saved = (recaller.search_query(prompt), recaller.recall(prompt).block)
+    reopened = Recaller(vault, refresh_interval=None)
+    assert reopened.index.refresh()["changed"] == 0
+    assert pending == saved == (reopened.search_query(prompt), reopened.recall(prompt).block)
+    assert pending[0] != prompt and pending[1]

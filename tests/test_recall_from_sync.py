@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from recall_contents import contents
 
 from memory_hub.config import template_dir
 from memory_hub.index.store import Store
@@ -28,8 +29,7 @@ def _vault(root: Path, n: int) -> Path:
 
 
 def _contents(index: RecallIndex) -> tuple:
-    d = index.data
-    return (d.files, {p: vars(i) for p, i in d.notes.items()}, d.postings)
+    return contents(index)
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])

@@ -148,7 +148,8 @@ def check_recall_index(vault: Path) -> Check:
         return Check("recall index", WARN, "not built yet: the first prompts build it on the hook's clock",
                      "memory-hub index")
     if not index.load():
-        return Check("recall index", WARN, f"{index.path} is from another version or damaged", "memory-hub index")
+        return Check("recall index", WARN, f"{index.path} cannot be read ({index.load_error or 'another version'})",
+                     "memory-hub index")
     age = time.time() - index.saved_at()
     index.close()
     return Check("recall index", PASS, f"{len(index.data.notes)} notes, saved {_ago(age)} ago",

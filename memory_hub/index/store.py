@@ -132,11 +132,13 @@ CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
 {USAGE_SCHEMA}"""
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """Open a connection with the settings every user of the index relies on."""
-    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA busy_timeout = 30000")
+def connect(path: Path, busy_ms: int = 30_000, named_rows: bool = True) -> sqlite3.Connection:
+    """Open a connection with the settings every user of the index relies on (recall's own index
+    too, which waits ``busy_ms`` less and reads plain tuples: a warm open makes one a note)."""
+    conn = sqlite3.connect(path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False)
+    if named_rows:
+        conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")

@@ -7,8 +7,8 @@ path: how a prompt or a link may name the note (title, aliases, file stem), its 
 name > tags > description > body, body repetitions capped at 4). Scoring over it is ``recall_score.py``.
 
 A warm restart reads every note's small record (stamp, title, description, kind, names, links) and
-none of the postings: those stay in SQLite, one packed array of term ids (and one of weights) per
-note in a table of their own, so a changed note is one row there and a build writes one row a note,
+none of the postings: those stay in SQLite, one packed array of term ids per note in a table of
+their own, so a changed note is one row there and a build writes one row a note,
 and a prompt reads only its
 terms' document counts (``df``).
 Before version 7 the index was one pickle of every posting, read whole at every start (3.7 s of CPU
@@ -35,15 +35,20 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..config import index_dir
+from ..index.store import connect
 from ..index.terms import HAN, HANGUL, HIRAGANA, KATAKANA, STOPWORDS, is_identifier, normalize
 from ..vault.notes import UNRANKED_KINDS, Note, parse_note
 from ..vault.walk import FileStat, OutsideVault, UnreadableNote, read_note_text, safe_path, walk
 
-INDEX_VERSION = 9  # 5: usage counters left the notes (and this index); 6: titles and templates as parse_note reads
+INDEX_VERSION = 10  # 5: usage counters left the notes (and this index); 6: titles and templates as parse_note reads
 # them now; 7: SQLite (index.sqlite3) instead of one pickle, postings read per term; 8: a note's postings
 # packed (term ids, weights) instead of a row per posting (a cold build wrote ~97 rows a note); 9: those packed
 # rows in a table of their own, so a warm open's scan of the notes reads no posting (at 100k the notes table
-# holding them was 450 MB to scan)
+# holding them was 450 MB to scan); 10: no weights beside the term ids (nothing read them: a prompt reads
+# document counts, recall ranks through the search index; they were two thirds of the postings' bytes)
+# A version-9 file reads as version 10 does (its weights are never read) and the next save upgrades it
+# in place, dropping the column: a read never writes, and no rebuild is needed.
+READABLE_VERSIONS = (9, INDEX_VERSION)
 FILE_NAME = "index.sqlite3"
 OLD_FILES = ("index.pkl",)  # earlier versions' files: removed once this version has saved
 FLUSH_NOTES = 5_000  # a long build (a sync handing over every note) writes this many notes at a time
@@ -140,36 +145,12 @@ _SCHEMA = (
     # description in columns of their own (plain text read as it is, not JSON escapes parsed)
     "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, "
     "mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, info TEXT, title TEXT, description TEXT)",
-    # a note's postings, packed (``_pack``): term ids, and their weights in that order; one row a note,
-    # apart from the notes, which a warm open scans
-    "CREATE TABLE IF NOT EXISTS postings (note INTEGER PRIMARY KEY, terms BLOB NOT NULL, weights BLOB NOT NULL)",
+    # a note's postings, packed (``_pack``): the ids of its terms; one row a note, apart from the
+    # notes, which a warm open scans
+    "CREATE TABLE IF NOT EXISTS postings (note INTEGER PRIMARY KEY, terms BLOB NOT NULL)",
     # every term ever seen gets an id (kept, so ids are stable across processes); df: notes with it
     "CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE, df INTEGER NOT NULL)",
 )
-
-
-class _Postings(Mapping[str, dict[str, float]]):
-    """``{term: {path: weight}}`` from SQLite (plus what is not saved yet), for tests and tools: the
-    postings are packed per note, so a term's posting is a scan. A prompt needs only a few terms'
-    document counts, read per term from the terms table (``RecallIndex.df``)."""
-
-    def __init__(self, index: RecallIndex) -> None:
-        self._index = index
-
-    def __getitem__(self, term: str) -> dict[str, float]:
-        found = self._index._posting(term)
-        if not found:
-            raise KeyError(term)
-        return found
-
-    def __contains__(self, term: object) -> bool:
-        return isinstance(term, str) and self._index.df([term]).get(term, 0) > 0
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._index._all_terms())
-
-    def __len__(self) -> int:
-        return len(self._index._all_terms())
 
 
 @dataclass
@@ -177,7 +158,6 @@ class _Data:
     version: int = INDEX_VERSION
     files: dict[str, tuple[int, int]] = field(default_factory=dict)
     notes: dict[str, NoteInfo] = field(default_factory=dict)
-    postings: Mapping[str, dict[str, float]] = field(default_factory=dict)
 
 
 def note_info(path: str, text: str) -> tuple[NoteInfo, dict[str, float]]:
@@ -258,9 +238,9 @@ def _each(values: Iterable[str]) -> str:
     return json.dumps(list(values))
 
 
-def _pack(ids: list[int], weights: list[float]) -> tuple[bytes, bytes]:
-    """A note's postings as two blobs: term ids (uint32) and their weights (float64), same order."""
-    return array("I", ids).tobytes(), array("d", weights).tobytes()
+def _pack(ids: list[int]) -> bytes:
+    """A note's postings as one blob: its terms' ids (uint32)."""
+    return array("I", ids).tobytes()
 
 
 def _unpack_ids(blob: bytes | None) -> array:
@@ -276,13 +256,18 @@ class RecallIndex:
     def __init__(self, vault: Path) -> None:
         self.vault = Path(vault).resolve()
         self.path = index_dir(self.vault) / "recall" / FILE_NAME
-        self.data = _Data(postings=_Postings(self))
+        self.data = _Data()
         self.complete = False  # every file of the last walk is indexed
         self.loaded_from_disk = False
         self.save_error: str | None = None  # why the last save failed (its changes stay pending)
+        self.load_error: str | None = None  # why the saved index could not be read (the next save rebuilds it)
         self._lock = threading.RLock()
         self._con: sqlite3.Connection | None = None
-        self._current = False  # the open file holds this version's index
+        self._current = False  # the open file holds an index this version reads (READABLE_VERSIONS)
+        # the saved term ids of pending notes, as read by ``df`` (what their change replaces); kept
+        # until the file changes (``PRAGMA data_version``: another process's save) or this one saves
+        self._saved_of: dict[str, frozenset[int]] = {}
+        self._saved_seen: int | None = None
         self._pending: dict[str, _Pending | None] = {}
         self._names: dict[str, set[str]] | None = None
         self._heads: dict[str, list[str]] = {}
@@ -300,11 +285,7 @@ class RecallIndex:
             if not create and not self.path.is_file():
                 return None
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            con = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
-            con.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
-            con.execute("PRAGMA journal_mode = WAL")
-            con.execute("PRAGMA synchronous = NORMAL")
-            self._con = con
+            self._con = connect(self.path, busy_ms=BUSY_MS, named_rows=False)  # WAL, as the search index
         return self._con
 
     def saved_at(self) -> float:
@@ -326,6 +307,7 @@ class RecallIndex:
                 self._con.close()
                 self._con = None
             self._current = False
+            self._saved_of.clear()
 
     def _version(self, con: sqlite3.Connection) -> int | None:
         try:
@@ -343,7 +325,11 @@ class RecallIndex:
         with self._lock:
             try:
                 con = self._connection(create=False)
-                if con is None or self._version(con) != INDEX_VERSION:
+                if con is None:
+                    return False
+                version = self._version(con)
+                if version not in READABLE_VERSIONS:
+                    self.load_error = f"version {version}, not {INDEX_VERSION}: rebuilt by the next save"
                     return False
                 self._current = True
                 with _no_gc():
@@ -354,10 +340,12 @@ class RecallIndex:
                     records = json.loads("[" + ",".join(r[3] for r in have) + "]")
                     notes = {r[0]: NoteInfo(r[4], r[5], *rec) for r, rec in zip(have, records, strict=True)}
             except (sqlite3.Error, ValueError, TypeError) as exc:
-                self.save_error = f"unreadable: {type(exc).__name__}: {exc}"[:200]
+                self.load_error = f"unreadable: {type(exc).__name__}: {exc}"[:200]
                 return False
             self.data.files, self.data.notes = files, notes
+            self.load_error = None
             self._pending.clear()
+            self._saved_of.clear()
             self.loaded_from_disk = True
             self._invalidate()
             return True
@@ -377,7 +365,11 @@ class RecallIndex:
             con = self._connection(create=True)
             assert con is not None
             con.execute("BEGIN IMMEDIATE")
-            if self._version(con) != INDEX_VERSION:
+            version = self._version(con)
+            if version == 9:  # the same index but for the weights: drop them, keep the rest
+                con.execute("ALTER TABLE postings DROP COLUMN weights")
+                con.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(INDEX_VERSION),))
+            elif version != INDEX_VERSION:
                 self._reset(con)
             return con
         except sqlite3.DatabaseError as exc:
@@ -395,8 +387,13 @@ class RecallIndex:
             return con
 
     def save(self) -> None:
-        """Write what changed since the last save, in one transaction (all of it or none)."""
+        """Write what changed since the last save, in one transaction (all of it or none). With
+        nothing pending and a readable file there is nothing to write, and the write lock (which may
+        wait BUSY_MS for another process's save) is not taken."""
         with self._lock:
+            if not self._pending and self._readable() is not None:
+                self._drop_old_files()
+                return
             con = self._open_for_writing()
             try:
                 self._write(con, self._pending)
@@ -408,19 +405,20 @@ class RecallIndex:
                     con.execute("ROLLBACK")
                 raise
             self._pending.clear()
+            self._saved_of.clear()
             self._current = True
             self.save_error = None
-            for old in OLD_FILES:  # an earlier version's file is never read again
-                self.path.with_name(old).unlink(missing_ok=True)
+            self._drop_old_files()
+
+    def _drop_old_files(self) -> None:
+        for old in OLD_FILES:  # an earlier version's file is never read again
+            self.path.with_name(old).unlink(missing_ok=True)
 
     def _term_ids(self, con: sqlite3.Connection, terms: set[str]) -> tuple[dict[str, int], list[str]]:
         """Ids of ``terms`` (inside the save's transaction), and the terms not in the file yet, which
         get the next free ids here and are inserted by the caller with their counts."""
-        ids: dict[str, int] = {}
-        todo = list(terms)
-        for i in range(0, len(todo), 50_000):
-            ids.update(con.execute("SELECT term, id FROM terms WHERE term IN (SELECT value FROM json_each(?))",
-                                   (_each(todo[i:i + 50_000]),)))
+        ids: dict[str, int] = dict(con.execute(
+            "SELECT term, id FROM terms WHERE term IN (SELECT value FROM json_each(?))", (_each(terms),)))
         missing = sorted(t for t in terms if t not in ids)
         start = (con.execute("SELECT max(id) FROM terms").fetchone()[0] or 0) + 1
         ids.update(zip(missing, range(start, start + len(missing)), strict=True))
@@ -429,17 +427,13 @@ class RecallIndex:
     def _write(self, con: sqlite3.Connection, pending: dict[str, _Pending | None]) -> None:
         if not pending:
             return
-        old: dict[str, int] = {}
-        paths = list(pending)
-        for i in range(0, len(paths), 20_000):
-            old.update(con.execute("SELECT path, id FROM notes WHERE path IN (SELECT value FROM json_each(?))",
-                                   (_each(paths[i:i + 20_000]),)))
-        gone: Counter[int] = Counter()
-        had_ids = sorted(old.values())
-        for i in range(0, len(had_ids), 20_000):  # what the saved index had for these notes goes first
-            for (blob,) in con.execute("SELECT terms FROM postings WHERE note IN (SELECT value FROM json_each(?))",
-                                       (_each(had_ids[i:i + 20_000]),)):
-                gone.update(_unpack_ids(blob))
+        # one query each, whatever the number: json_each takes any length of array in one parameter
+        old: dict[str, int] = dict(con.execute(
+            "SELECT path, id FROM notes WHERE path IN (SELECT value FROM json_each(?))", (_each(pending),)))
+        gone: Counter[int] = Counter()  # what the saved index had for these notes goes first
+        for (blob,) in con.execute("SELECT terms FROM postings WHERE note IN (SELECT value FROM json_each(?))",
+                                   (json.dumps(sorted(old.values())),)):
+            gone.update(_unpack_ids(blob))
         ids, missing = self._term_ids(con, {t for entry in pending.values() if entry and entry[3] for t in entry[3]})
         came: Counter[int] = Counter()
         for path, entry in pending.items():
@@ -462,8 +456,7 @@ class RecallIndex:
                 nid = con.execute("INSERT INTO notes (mtime_ns, size, info, title, description, path) "
                                   "VALUES (?, ?, ?, ?, ?, ?)", (*row, path)).lastrowid
             if weights:
-                con.execute("INSERT OR REPLACE INTO postings (note, terms, weights) VALUES (?, ?, ?)",
-                            (nid, *_pack(term_ids, list(weights.values()))))
+                con.execute("INSERT OR REPLACE INTO postings (note, terms) VALUES (?, ?)", (nid, _pack(term_ids)))
             elif had is not None:
                 con.execute("DELETE FROM postings WHERE note = ?", (nid,))
         new_ids = {ids[t] for t in missing}
@@ -501,76 +494,54 @@ class RecallIndex:
         if con is None:
             return None
         try:
-            self._current = self._version(con) == INDEX_VERSION
+            self._current = self._version(con) in READABLE_VERSIONS
         except sqlite3.DatabaseError:
             return None
         return con if self._current else None
 
-    def _saved_terms(self, paths: list[str]) -> dict[str, set[str]]:
-        """The terms the saved index has for ``paths`` (what their pending change replaces)."""
-        con = self._readable()
-        if con is None or not paths:
-            return {}
-        packed = {path: _unpack_ids(blob) for path, blob in con.execute(
-            "SELECT n.path, p.terms FROM notes n JOIN postings p ON p.note = n.id "
-            "WHERE n.path IN (SELECT value FROM json_each(?))", (_each(paths),))}
-        wanted = sorted({tid for ids in packed.values() for tid in ids})
-        names: dict[int, str] = {}
-        for i in range(0, len(wanted), 50_000):
-            names.update(con.execute("SELECT id, term FROM terms WHERE id IN (SELECT value FROM json_each(?))",
-                                     (_each(wanted[i:i + 50_000]),)))
-        return {path: {names[tid] for tid in ids} for path, ids in packed.items()}
+    def _pending_saved(self, con: sqlite3.Connection) -> dict[str, frozenset[int]]:
+        """{pending path: the term ids the saved index holds for it} (what its change replaces), each
+        read once, not at every long prompt; dropped when the file changes under this connection
+        (another process saved: ``data_version``) and by this process's own save."""
+        seen = con.execute("PRAGMA data_version").fetchone()[0]
+        if seen != self._saved_seen:
+            self._saved_of.clear()
+            self._saved_seen = seen
+        todo = [path for path in self._pending if path not in self._saved_of]
+        if todo:
+            found = {path: frozenset(_unpack_ids(blob)) for path, blob in con.execute(
+                "SELECT n.path, p.terms FROM notes n JOIN postings p ON p.note = n.id "
+                "WHERE n.path IN (SELECT value FROM json_each(?))", (_each(todo),))}
+            for path in todo:
+                self._saved_of[path] = found.get(path, frozenset())
+        return self._saved_of
 
     def df(self, terms: Iterable[str]) -> dict[str, int]:
-        """How many notes have each term (0: none): what a long prompt's rarest terms are chosen by."""
+        """How many notes have each term (0: none): what a long prompt's rarest terms are chosen by.
+        The saved counts, plus what the pending changes (not saved yet) add and take away."""
         wanted = list(dict.fromkeys(terms))
         with self._lock:
             out = dict.fromkeys(wanted, 0)
+            ids: dict[str, int] = {}
             con = self._readable()
             if con is not None and wanted:
-                out.update(con.execute("SELECT term, df FROM terms WHERE term IN (SELECT value FROM json_each(?))",
-                                       (_each(wanted),)))
+                for tid, term, count in con.execute(
+                        "SELECT id, term, df FROM terms WHERE term IN (SELECT value FROM json_each(?))",
+                        (_each(wanted),)):
+                    ids[term], out[term] = tid, count
             if self._pending:
-                saved = self._saved_terms(list(self._pending))
+                saved = self._pending_saved(con) if con is not None else {}
+                known = [(t, ids[t]) for t in wanted if t in ids]  # a term not saved is in no saved note
                 for path, entry in self._pending.items():
                     new = entry[3] if entry is not None else None
-                    for t in wanted:
-                        out[t] += (t in new if new else 0) - (t in saved.get(path, ()))
+                    if new:
+                        for t in wanted:
+                            out[t] += t in new
+                    had = saved.get(path)
+                    if had:
+                        for t, tid in known:
+                            out[t] -= tid in had
             return out
-
-    def _posting(self, term: str) -> dict[str, float]:
-        with self._lock:
-            out: dict[str, float] = {}
-            con = self._readable()
-            if con is not None:
-                # every note is read: postings are packed per note (this is for tests and tools;
-                # a prompt asks ``df``)
-                row = con.execute("SELECT id FROM terms WHERE term = ?", (term,)).fetchone()
-                if row is not None:
-                    for path, blob, wblob in con.execute(
-                            "SELECT n.path, p.terms, p.weights FROM postings p JOIN notes n ON n.id = p.note"):
-                        ids = _unpack_ids(blob)
-                        if row[0] in ids:
-                            weights = array("d")
-                            weights.frombytes(wblob)
-                            out[path] = weights[ids.index(row[0])]
-            for path, entry in self._pending.items():
-                out.pop(path, None)
-                if entry is not None and entry[3] and term in entry[3]:
-                    out[path] = entry[3][term]
-            return out
-
-    def _all_terms(self) -> list[str]:
-        with self._lock:
-            con = self._readable()
-            found: set[str] = set()
-            if con is not None:
-                found.update(t for (t,) in con.execute("SELECT term FROM terms WHERE df > 0"))
-            for entry in self._pending.values():
-                if entry is not None and entry[3]:
-                    found.update(entry[3])
-            counts = self.df(found)
-            return sorted(t for t in found if counts[t] > 0)
 
     def _invalidate(self) -> None:
         self._names = None
