@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import print_table, write_result  # noqa: E402
+from common import print_table, spread, write_result  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -70,12 +69,6 @@ def one(python: str, vault: Path, prompt: str, cwd: Path) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def summary(runs: list[dict[str, Any]], key: str) -> dict[str, float]:
-    vals = sorted(r[key] for r in runs)
-    p95 = vals[min(len(vals) - 1, round(0.95 * (len(vals) - 1)))]
-    return {"median": round(statistics.median(vals), 4), "p95": round(p95, 4), "min": round(vals[0], 4)}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--vault", type=Path, required=True)
@@ -102,7 +95,7 @@ def main() -> int:
                "open+prompt CPU s", "RSS MB", "index MB"]
     for name, got in runs.items():
         vault = sides[name][1]
-        s = {k: summary(got, k) for k in ("load_s", "load_cpu", "prompt_s", "prompt_cpu", "open_and_prompt_s",
+        s = {k: spread([r[k] for r in got], digits=4) for k in ("load_s", "load_cpu", "prompt_s", "prompt_cpu", "open_and_prompt_s",
                                           "open_and_prompt_cpu", "import_s", "rss_mb")}
         same = {json.dumps([r["mode"], r["subjects"], r["rare"]]) for r in got}
         s.update(notes=got[0]["notes"], ok=all(r["ok"] for r in got), index_mb=round(index_bytes(vault) / 1e6, 1),

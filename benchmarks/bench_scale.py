@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -47,7 +46,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import machine, percentile, print_table, write_result  # noqa: E402
+from benchmarks.common import machine, print_table, run_timed, spread, write_result  # noqa: E402
 from benchmarks.mcp_client import StdioClient, rss_mb, structured  # noqa: E402
 
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
@@ -87,23 +86,43 @@ CPU: dict[str, float] = {}  # CPU seconds of the last process per label: wall ti
 
 
 def timed(cmd: list[str], env: dict[str, str], label: str | None = None) -> tuple[float, str]:
-    t0 = time.perf_counter()
-    before = os.times()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    after = os.times()
+    proc, wall, cpu = run_timed(cmd, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[3:6])} exited {proc.returncode}: {proc.stderr[-600:]}")
     if label:
-        CPU[label] = round(after.children_user - before.children_user + after.children_system
-                           - before.children_system, 2)
+        CPU[label] = round(cpu, 2)
     return wall, proc.stdout
 
 
-def stats(values: list[float], scale: float = 1.0, digits: int = 3) -> dict[str, float]:
-    vals = [v * scale for v in values]
-    return {"median": round(statistics.median(vals), digits), "p95": round(percentile(vals, 95), digits),
-            "n": len(vals)}
+QUERY_KINDS = ("hybrid_graph", "lexical", "lexical_filtered")
+
+
+def wait_for_vectors(client: StdioClient, query: str, mode: str = "hybrid+graph", limit_s: float = 300.0) -> None:
+    """Search until the answer no longer says the models are loading (the vectors are read)."""
+    t0 = time.monotonic()
+    while True:
+        out = structured(client.call("search", {"query": query, "k": 5, "mode": mode}))
+        if not any("loading" in w for w in out.get("warnings", [])) or time.monotonic() - t0 > limit_s:
+            return
+        time.sleep(0.5)
+
+
+def time_queries(client: StdioClient, queries: list[str], rounds: int, prefix: str, mode: str = "hybrid+graph",
+                 before_each: Any = None) -> dict[str, list[float]]:
+    """Seconds of each query, ``rounds`` times, in the three kinds (``QUERY_KINDS``): ``mode``, lexical,
+    and lexical inside the folder ``prefix``; ``k`` = 5. ``before_each()``, when given, runs untimed
+    before every call."""
+    timings: dict[str, list[float]] = {k: [] for k in QUERY_KINDS}
+    for _ in range(rounds):
+        for q in queries:
+            for key, args in zip(QUERY_KINDS, ({"mode": mode}, {"mode": "lexical"},
+                                               {"mode": "lexical", "path_prefix": prefix}), strict=True):
+                if before_each is not None:
+                    before_each()
+                t1 = time.perf_counter()
+                client.call("search", {"query": q, "k": 5, **args})
+                timings[key].append(time.perf_counter() - t1)
+    return timings
 
 
 def disk_mb(folder: Path) -> float:
@@ -119,27 +138,16 @@ def measure_server(vault: Path, env: dict[str, str], queries: list[str], rounds:
         time.sleep(1.0)
         idle = rss_mb(client.pid)
         mode = "hybrid+graph" if vectors else "lexical"
-        t0 = time.monotonic()
-        while vectors:  # until the model is loaded and the vectors are read
-            out = structured(client.call("search", {"query": queries[0], "k": 5, "mode": mode}))
-            if not any("loading" in w for w in out.get("warnings", [])) or time.monotonic() - t0 > 300:
-                break
-            time.sleep(0.5)
-        timings: dict[str, list[float]] = {"hybrid_graph": [], "lexical": [], "lexical_filtered": []}
-        for _ in range(rounds):
-            for q in queries:
-                for key, args in (("hybrid_graph", {"mode": mode}), ("lexical", {"mode": "lexical"}),
-                                  ("lexical_filtered", {"mode": "lexical", "path_prefix": prefix})):
-                    t1 = time.perf_counter()
-                    client.call("search", {"query": q, "k": 5, **args})
-                    timings[key].append(time.perf_counter() - t1)
+        if vectors:
+            wait_for_vectors(client, queries[0], mode)
+        timings = time_queries(client, queries, rounds, prefix, mode)
         serving = rss_mb(client.pid)
         watcher = edit_through_watcher(client, vault)
     finally:
         client.close()
     return {"ready_s": round(ready_s, 3), "idle_rss_mb": round(idle, 1), "serving_rss_mb": round(serving, 1),
-            "query_mode": mode, **{f"{k}_ms": stats(v, 1000, 2) for k, v in timings.items()},
-            "watcher_edit_to_searchable": stats(watcher) if watcher else None}
+            "query_mode": mode, **{f"{k}_ms": spread(v, 1000, 2) for k, v in timings.items()},
+            "watcher_edit_to_searchable": spread(watcher) if watcher else None}
 
 
 def edit_target(vault: Path) -> Path:
@@ -306,8 +314,8 @@ def nochange_sync(row: dict[str, Any], vault: Path, env: dict[str, str], args: a
     for _ in range(args.repeats):
         syncs.append(timed([MEMORY_HUB, "--vault", str(vault), "sync"], env, "sync")[0])
         cpu.append(CPU["sync"])
-    row["nochange_sync"] = stats(syncs)
-    row["nochange_sync_cpu_s"] = stats(cpu)
+    row["nochange_sync"] = spread(syncs)
+    row["nochange_sync_cpu_s"] = spread(cpu)
     row["nochange_sync_s"] = row["nochange_sync"]["median"]
 
 
@@ -329,8 +337,8 @@ def one_edit(row: dict[str, Any], vault: Path, env: dict[str, str], n: int) -> N
     finally:
         note.write_bytes(original)
         timed([MEMORY_HUB, "--vault", str(vault), "sync"], env)
-    row["edit_to_searchable"] = stats(edits)
-    row["edit_to_searchable_cpu_s"] = stats(edit_cpu)
+    row["edit_to_searchable"] = spread(edits)
+    row["edit_to_searchable_cpu_s"] = spread(edit_cpu)
     row["edit_to_searchable_s"] = row["edit_to_searchable"]["median"]
 
 

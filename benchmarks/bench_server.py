@@ -39,6 +39,7 @@ from benchmarks.common import (  # noqa: E402
     stop,
     write_result,
 )
+from benchmarks.mcp_client import cpu_seconds, rss_mb  # noqa: E402
 
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
 QUERIES = [
@@ -48,19 +49,6 @@ QUERIES = [
     "vim key bindings", "tags and nested tags", "periodic notes", "spaced repetition", "calendar plugin",
 ]
 TARGETS = {"ready_s": 1.5, "idle_rss_mb": 150.0, "search_http_p50_ms": 60.0, "edit_to_searchable_p95_s": 2.0}
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU a process has used: a start-up cost that machine load does not inflate."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def prepare_vault(source: Path, work: Path, vectors: bool) -> Path:

@@ -12,39 +12,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import print_table, write_result  # noqa: E402
+from common import print_table, run_timed, spread, write_result  # noqa: E402
 
 
 def run_one(checkout: Path, vault: Path) -> dict[str, Any]:
-    """One process; its CPU from RUSAGE_CHILDREN before and after (the child and what it waited for)."""
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    out = subprocess.run([str(checkout / ".venv/bin/memory-hub"), "--vault", str(vault), "--json", "sync"],
-                         capture_output=True, text=True, cwd=checkout, check=True)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """One process: its wall time and CPU (the child and what it waited for)."""
+    out, wall, cpu = run_timed([str(checkout / ".venv/bin/memory-hub"), "--vault", str(vault), "--json", "sync"],
+                               cwd=checkout, check=True)
     report = json.loads(out.stdout)
     if report.get("added") or report.get("updated") or report.get("deleted") or report.get("renamed"):
         raise RuntimeError(f"not a no-change sync: {out.stdout[:300]!r}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall": wall, "cpu": cpu, "sync_s": report.get("seconds"), "vectors": report.get("vectors")}
-
-
-def stats(vals: list[float]) -> dict[str, float]:
-    vals = sorted(vals)
-    return {"median": round(statistics.median(vals), 3), "p95": round(vals[min(len(vals) - 1, round(0.95 * (len(vals) - 1)))], 3),
-            "min": round(vals[0], 3), "max": round(vals[-1], 3)}
 
 
 def main() -> int:
@@ -68,8 +52,8 @@ def main() -> int:
                               "load_average_after": os.getloadavg(), "sides": {}}
     rows = []
     for name, runs in got.items():
-        s = {"wall_s": stats([r["wall"] for r in runs]), "cpu_s": stats([r["cpu"] for r in runs]),
-             "sync_report_s": stats([r["sync_s"] or 0.0 for r in runs]), "vectors": runs[-1]["vectors"]}
+        s = {"wall_s": spread([r["wall"] for r in runs]), "cpu_s": spread([r["cpu"] for r in runs]),
+             "sync_report_s": spread([r["sync_s"] or 0.0 for r in runs]), "vectors": runs[-1]["vectors"]}
         result["sides"][name] = s
         rows.append({"side": name, "wall med / p95 s": f"{s['wall_s']['median']:.3f} / {s['wall_s']['p95']:.3f}",
                      "CPU med / p95 s": f"{s['cpu_s']['median']:.3f} / {s['cpu_s']['p95']:.3f}",

@@ -106,6 +106,29 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
+def spread(values: Sequence[float], scale: float = 1.0, digits: int = 3) -> dict[str, float]:
+    """Median, p95 (``percentile``), min, max and count of repeated measurements, each times
+    ``scale``: the one summary every runner reports, so their p95s mean the same thing."""
+    vals = [v * scale for v in values]
+    if not vals:
+        return {"median": 0.0, "p95": 0.0, "min": 0.0, "max": 0.0, "n": 0}
+    return {"median": round(statistics.median(vals), digits), "p95": round(percentile(vals, 95), digits),
+            "min": round(min(vals), digits), "max": round(max(vals), digits), "n": len(vals)}
+
+
+def run_timed(cmd: Sequence[str], **kwargs: Any) -> tuple[subprocess.CompletedProcess[str], float, float]:
+    """Run ``cmd`` to its end (``subprocess.run`` with ``kwargs``, text captured): (the finished
+    process, wall seconds, CPU seconds of the child and what it waited for). CPU is the guide on a
+    shared machine: wall time under load measures the neighbours."""
+    before = os.times()
+    t0 = time.perf_counter()
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, **kwargs)
+    wall = time.perf_counter() - t0
+    after = os.times()
+    cpu = after.children_user - before.children_user + after.children_system - before.children_system
+    return proc, wall, cpu
+
+
 def latency_summary(seconds: Sequence[float]) -> dict[str, float]:
     ms = [s * 1000 for s in seconds]
     return {"p50_ms": round(statistics.median(ms), 3) if ms else 0.0, "p95_ms": round(percentile(ms, 95), 3),

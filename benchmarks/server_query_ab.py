@@ -31,11 +31,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_server import cpu_seconds  # noqa: E402
-from benchmarks.common import percentile, print_table, write_result  # noqa: E402
-from benchmarks.mcp_client import StdioClient, structured  # noqa: E402
-
-KINDS = ("hybrid_graph", "lexical", "lexical_filtered")
+from benchmarks.bench_scale import QUERY_KINDS as KINDS  # noqa: E402
+from benchmarks.bench_scale import time_queries, wait_for_vectors  # noqa: E402
+from benchmarks.common import print_table, spread, write_result  # noqa: E402
+from benchmarks.mcp_client import StdioClient, cpu_seconds  # noqa: E402
 
 
 def touch_meta(vault: Path) -> None:
@@ -55,30 +54,18 @@ def one_server(code: Path, vault: Path, queries: list[str], repeat: int, meta_wr
                           "--transport", "stdio"], env=env)
     try:
         client.handshake()
-        t0 = time.monotonic()
-        while True:  # until the model is loaded and the vectors are read
-            out = structured(client.call("search", {"query": queries[0], "k": 5, "mode": "hybrid+graph"}))
-            if not any("loading" in w for w in out.get("warnings", [])) or time.monotonic() - t0 > 300:
-                break
-            time.sleep(0.5)
+        wait_for_vectors(client, queries[0])
         time.sleep(1.0)
         top = sorted(p.name for p in vault.iterdir() if p.is_dir() and not p.name.startswith("."))[0]
-        timings: dict[str, list[float]] = {k: [] for k in KINDS}
         cpu0 = cpu_seconds(client.pid)
-        for _ in range(repeat):
-            for q in queries:
-                for key, extra in (("hybrid_graph", {"mode": "hybrid+graph"}), ("lexical", {"mode": "lexical"}),
-                                   ("lexical_filtered", {"mode": "lexical", "path_prefix": top})):
-                    if meta_write:
-                        touch_meta(vault)
-                    t1 = time.perf_counter()
-                    client.call("search", {"query": q, "k": 5, **extra})
-                    timings[key].append((time.perf_counter() - t1) * 1000)
+        timings = time_queries(client, queries, repeat, top, before_each=(lambda: touch_meta(vault)) if meta_write
+                               else None)
         cpu_ms = (cpu_seconds(client.pid) - cpu0) * 1000 / sum(len(v) for v in timings.values())
     finally:
         client.close()
-    return {**{k: {"p50_ms": round(statistics.median(v), 1), "p95_ms": round(percentile(v, 95), 1)}
-               for k, v in timings.items()}, "server_cpu_ms_per_query": round(cpu_ms, 1)}
+    summaries = {k: spread(v, 1000, 1) for k, v in timings.items()}
+    return {**{k: {"p50_ms": s["median"], "p95_ms": s["p95"]} for k, s in summaries.items()},
+            "server_cpu_ms_per_query": round(cpu_ms, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
