@@ -97,11 +97,19 @@ def timed(cmd: list[str], env: dict[str, str], label: str | None = None) -> tupl
 QUERY_KINDS = ("hybrid_graph", "lexical", "lexical_filtered")
 
 
+def checked(answer: dict[str, Any]) -> dict[str, Any]:
+    """A tools/call answer, or an error: an error's time is no query's time (a fresh server's hybrid
+    searches once all failed on a half-imported LanceDB, and were timed as fast queries)."""
+    if answer.get("isError"):
+        raise RuntimeError(f"search failed: {str(answer.get('content'))[:300]}")
+    return answer
+
+
 def wait_for_vectors(client: StdioClient, query: str, mode: str = "hybrid+graph", limit_s: float = 300.0) -> None:
     """Search until the answer no longer says the models are loading (the vectors are read)."""
     t0 = time.monotonic()
     while True:
-        out = structured(client.call("search", {"query": query, "k": 5, "mode": mode}))
+        out = structured(checked(client.call("search", {"query": query, "k": 5, "mode": mode})))
         if not any("loading" in w for w in out.get("warnings", [])) or time.monotonic() - t0 > limit_s:
             return
         time.sleep(0.5)
@@ -120,8 +128,9 @@ def time_queries(client: StdioClient, queries: list[str], rounds: int, prefix: s
                 if before_each is not None:
                     before_each()
                 t1 = time.perf_counter()
-                client.call("search", {"query": q, "k": 5, **args})
+                answer = client.call("search", {"query": q, "k": 5, **args})
                 timings[key].append(time.perf_counter() - t1)
+                checked(answer)
     return timings
 
 
@@ -164,8 +173,9 @@ def fresh_server(vault: Path, env: dict[str, str], queries: list[str], mode: str
         times, rss, warnings = [], [], []
         for q in queries[:n]:
             t1 = time.perf_counter()
-            out = structured(client.call("search", {"query": q, "k": 5, "mode": mode}))
+            answer = client.call("search", {"query": q, "k": 5, "mode": mode})
             times.append(round((time.perf_counter() - t1) * 1000, 1))
+            out = structured(checked(answer))
             rss.append(round(rss_mb(client.pid), 1))
             warnings.append(out.get("warnings", []))
     finally:
