@@ -292,10 +292,13 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
     if with_vectors and stage("vectors"):
         wall, out = timed([MEMORY_HUB, "--vault", str(vault), "--json", "vectors"], env, "vectors")
         report = json.loads(out)
+        report = {**report.get("vectors", {}), **report}  # `vectors --json` nests the sync's report
         row["vectors_s"] = round(wall, 2)
         row["vectors_cpu_s"] = CPU["vectors"]
-        row["vectors_report"] = {k: report.get(k) for k in ("chunks_embedded", "chunks_per_second", "ann")
-                                 if k in report}
+        row["vectors_report"] = {k: report.get(k) for k in ("chunks_embedded", "chunks_per_second", "embed_seconds",
+                                                             "seconds", "ann") if k in report}
+        if report.get("chunks_embedded"):  # rows a second of the whole process (chunking, writes, ANN included)
+            row["vectors_rows_per_s"] = round(report["chunks_embedded"] / wall, 1)
     sync_stages(row, vault, env, args, n, with_vectors, stage)
     if stage("server"):
         top = sorted(p.name for p in vault.iterdir() if p.is_dir() and not p.name.startswith("."))[0]
