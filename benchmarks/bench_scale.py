@@ -50,7 +50,7 @@ from benchmarks.common import machine, print_table, run_timed, spread, write_res
 from benchmarks.mcp_client import StdioClient, rss_mb, structured  # noqa: E402
 
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
-STAGES = ("cold", "vectors", "sync", "edit", "status", "server")
+STAGES = ("cold", "vectors", "sync", "edit", "status", "server", "fresh", "hook")
 SIZES = {"1k": 1_000, "10k": 10_000, "30k": 30_000, "100k": 100_000, "300k": 300_000}
 PLOTTED = [("cold_lexical_s", "cold lexical+graph index (s)"), ("nochange_sync_s", "no-change sync (s)"),
            ("watcher_edit_to_searchable_s", "one edit searchable, watcher (s)"), ("hybrid_graph_p50_ms", "hybrid+graph p50 (ms)"),
@@ -97,11 +97,19 @@ def timed(cmd: list[str], env: dict[str, str], label: str | None = None) -> tupl
 QUERY_KINDS = ("hybrid_graph", "lexical", "lexical_filtered")
 
 
+def checked(answer: dict[str, Any]) -> dict[str, Any]:
+    """A tools/call answer, or an error: an error's time is no query's time (a fresh server's hybrid
+    searches once all failed on a half-imported LanceDB, and were timed as fast queries)."""
+    if answer.get("isError"):
+        raise RuntimeError(f"search failed: {str(answer.get('content'))[:300]}")
+    return answer
+
+
 def wait_for_vectors(client: StdioClient, query: str, mode: str = "hybrid+graph", limit_s: float = 300.0) -> None:
     """Search until the answer no longer says the models are loading (the vectors are read)."""
     t0 = time.monotonic()
     while True:
-        out = structured(client.call("search", {"query": query, "k": 5, "mode": mode}))
+        out = structured(checked(client.call("search", {"query": query, "k": 5, "mode": mode})))
         if not any("loading" in w for w in out.get("warnings", [])) or time.monotonic() - t0 > limit_s:
             return
         time.sleep(0.5)
@@ -120,8 +128,9 @@ def time_queries(client: StdioClient, queries: list[str], rounds: int, prefix: s
                 if before_each is not None:
                     before_each()
                 t1 = time.perf_counter()
-                client.call("search", {"query": q, "k": 5, **args})
+                answer = client.call("search", {"query": q, "k": 5, **args})
                 timings[key].append(time.perf_counter() - t1)
+                checked(answer)
     return timings
 
 
@@ -148,6 +157,78 @@ def measure_server(vault: Path, env: dict[str, str], queries: list[str], rounds:
     return {"ready_s": round(ready_s, 3), "idle_rss_mb": round(idle, 1), "serving_rss_mb": round(serving, 1),
             "query_mode": mode, **{f"{k}_ms": spread(v, 1000, 2) for k, v in timings.items()},
             "watcher_edit_to_searchable": spread(watcher) if watcher else None}
+
+
+def fresh_server(vault: Path, env: dict[str, str], queries: list[str], mode: str, n: int = 5,
+                 settle_s: float = 0.0) -> dict[str, Any]:
+    """The first ``n`` queries of a freshly started server, each timed apart (a new agent session's
+    first searches), with the RSS after each: what the start-up catch-up and warm-up leave to the
+    first callers. ``settle_s`` waits after the handshake (0: the agent asks at once)."""
+    client = StdioClient([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", "stdio"], env=env)
+    try:
+        client.handshake()
+        ready_s = time.perf_counter() - client.spawned
+        if settle_s:
+            time.sleep(settle_s)
+        times, rss, warnings = [], [], []
+        for q in queries[:n]:
+            t1 = time.perf_counter()
+            answer = client.call("search", {"query": q, "k": 5, "mode": mode})
+            times.append(round((time.perf_counter() - t1) * 1000, 1))
+            out = structured(checked(answer))
+            rss.append(round(rss_mb(client.pid), 1))
+            warnings.append(out.get("warnings", []))
+    finally:
+        client.close()
+    return {"mode": mode, "settle_s": settle_s, "ready_s": round(ready_s, 3), "query_ms": times, "rss_mb": rss,
+            "warnings": warnings}
+
+
+def hook_recall(vault: Path, env: dict[str, str], queries: list[str], rounds: int) -> dict[str, Any]:
+    """Warm hook recall as agents run it: a running ``serve`` (its hooks socket), then whole
+    ``memory-hub --vault V hook claude-code`` processes fed a UserPromptSubmit event (interpreter
+    start included), and the socket round trip alone (what the hook process waits for)."""
+    from memory_hub.server import local_socket
+
+    vault = vault.resolve()  # the socket is named after the vault's real path, as the server opens it
+    client = StdioClient([MEMORY_HUB, "--vault", str(vault), "serve", "--transport", "stdio"], env=env)
+    run = f"{int(time.time())}-{os.getpid()}"
+    prompts = [f"how does {q} work in my notes?" for q in queries]
+    try:
+        client.handshake()
+        deadline = time.monotonic() + 120
+        first = None
+        t0 = time.perf_counter()
+        while first is None and time.monotonic() < deadline:  # the socket opens after the handshake
+            first = local_socket.request(vault, {"op": "recall", "prompt": "warm up the recall index please"},
+                                         timeout=120)
+            if first is None:
+                time.sleep(0.1)
+        first_s = time.perf_counter() - t0
+        assert first and first.get("ok"), first
+        sock, hook, hook_cpu, modes = [], [], [], {}
+        for r in range(rounds):
+            for i, prompt in enumerate(prompts):
+                t1 = time.perf_counter()
+                reply = local_socket.request(vault, {"op": "recall", "prompt": prompt,
+                                                     "session_id": f"scale-s{run}-{r}-{i}"}, timeout=30)
+                sock.append(time.perf_counter() - t1)
+                assert reply and reply.get("ok"), reply
+                mode = reply["telemetry"].get("mode")
+                modes[mode] = modes.get(mode, 0) + 1
+                event = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": f"scale-h{run}-{r}-{i}",
+                                    "prompt": prompt})
+                proc, wall, cpu = run_timed([MEMORY_HUB, "--vault", str(vault), "hook", "claude-code"], env=env,
+                                            input=event)
+                assert proc.returncode == 0, proc.stderr[-300:]
+                hook.append(wall)
+                hook_cpu.append(cpu)
+        serving = rss_mb(client.pid)
+    finally:
+        client.close()
+    return {"hook_first_socket_request_s": round(first_s, 3), "hook_socket_ms": spread(sock, 1000, 2),
+            "hook_process_ms": spread(hook, 1000, 1), "hook_process_cpu_ms": spread(hook_cpu, 1000, 1),
+            "hook_recall_modes": modes, "hook_server_rss_mb": round(serving, 1)}
 
 
 def edit_target(vault: Path) -> Path:
@@ -211,10 +292,13 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
     if with_vectors and stage("vectors"):
         wall, out = timed([MEMORY_HUB, "--vault", str(vault), "--json", "vectors"], env, "vectors")
         report = json.loads(out)
+        report = {**report.get("vectors", {}), **report}  # `vectors --json` nests the sync's report
         row["vectors_s"] = round(wall, 2)
         row["vectors_cpu_s"] = CPU["vectors"]
-        row["vectors_report"] = {k: report.get(k) for k in ("chunks_embedded", "chunks_per_second", "ann")
-                                 if k in report}
+        row["vectors_report"] = {k: report.get(k) for k in ("chunks_embedded", "chunks_per_second", "embed_seconds",
+                                                             "seconds", "ann") if k in report}
+        if report.get("chunks_embedded"):  # rows a second of the whole process (chunking, writes, ANN included)
+            row["vectors_rows_per_s"] = round(report["chunks_embedded"] / wall, 1)
     sync_stages(row, vault, env, args, n, with_vectors, stage)
     if stage("server"):
         top = sorted(p.name for p in vault.iterdir() if p.is_dir() and not p.name.startswith("."))[0]
@@ -225,6 +309,17 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
         row["hybrid_graph_p95_ms"] = server["hybrid_graph_ms"]["p95"]
         row["lexical_p95_ms"] = server["lexical_ms"]["p95"]
         row["lexical_filtered_p95_ms"] = server["lexical_filtered_ms"]["p95"]
+    if stage("fresh"):
+        mode = "hybrid+graph" if with_vectors else "lexical"
+        row["fresh_server"] = [fresh_server(vault, env, queries, mode) for _ in range(args.repeats)]
+        firsts = [f["query_ms"] for f in row["fresh_server"]]
+        row["fresh_first_query_ms"] = spread([f[0] for f in firsts], 1, 1)
+        row["fresh_second_query_ms"] = spread([f[1] for f in firsts], 1, 1)
+        row["fresh_fifth_query_ms"] = spread([f[4] for f in firsts if len(f) > 4], 1, 1)
+    if stage("hook"):
+        row.update(hook_recall(vault, env, queries, args.rounds))
+        row["hook_p95_ms"] = row["hook_process_ms"]["p95"]
+        row["hook_p50_ms"] = row["hook_process_ms"]["median"]
     if stage("status"):
         row.update(recall_restart(vault, env))
     row.update(disk_parts(vault / ".memory_hub"))
@@ -242,7 +337,7 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
             row["ann_path"] = vi.uses_ann(Store(vault))
         row["links"] = conn.execute("SELECT count(*) FROM links").fetchone()[0]
     row["ann_recall_at_100"] = None  # measured on real e5 vectors, not per size: results/ann.json
-    row["hook_p95_ms"] = None  # not measured here (bench_recall.py measures the hook at today's size)
+    row.setdefault("hook_p95_ms", None)  # the hook stage measures it
     row["load_after"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(row), file=sys.stderr, flush=True)
     return row

@@ -182,3 +182,37 @@ def test_one_look_reads_the_stamps_once_per_search_and_the_next_search_sees_a_sy
     second = search(store, "kanban board", mode="lexical")
     assert "fresh.md" in [h.path for h in second.hits]
     assert "fresh.md" in cache.ranked_ids(conn)
+
+
+def test_a_cached_value_missed_by_two_threads_at_once_is_built_once(tmp_path) -> None:  # noqa: ANN001
+    """A fresh server's first search and its start-up catch-up miss the link graph together; each
+    built it (~1 s of CPU at 100k notes, both under one GIL). The second must wait for the first's."""
+    import threading
+    import time
+
+    from memory_hub.index import cache
+    from memory_hub.index.store import Store
+
+    (tmp_path / "a.md").write_text("# A\n", encoding="utf-8")
+    store = Store(tmp_path)
+    builds: list[int] = []
+
+    def slow(conn) -> int:  # noqa: ANN001
+        builds.append(1)
+        time.sleep(0.3)
+        return 42
+
+    start = threading.Barrier(2)
+    got: list[int] = []
+
+    def ask() -> None:
+        conn = store.conn  # each thread's own connection to the same index file
+        start.wait()
+        got.append(cache.cached(conn, "single-flight-test", slow))
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [42, 42] and len(builds) == 1

@@ -380,3 +380,38 @@ def test_a_sync_after_an_edit_compares_only_its_notes(vault, embedder, monkeypat
     out = vi.sync(store, progress=False, changes=later)
     assert asked == [None] and out.notes_due == 2
     assert vi.coverage(store).ok
+
+
+_RACE = """
+import sys, threading
+from memory_hub.index.vectors import import_lancedb
+errors = []
+def first():
+    import_lancedb()
+def second():
+    while "lancedb" not in sys.modules:  # the moment the first thread's import has begun
+        pass
+    try:
+        import_lancedb().connect
+    except AttributeError as exc:
+        errors.append(repr(exc))
+b = threading.Thread(target=second)
+b.start()
+a = threading.Thread(target=first)
+a.start()
+a.join(); b.join()
+print("errors:", errors)
+sys.exit(1 if errors else 0)
+"""
+
+
+def test_import_lancedb_from_two_threads_never_hands_out_a_half_imported_module() -> None:
+    """A fresh server's first hybrid search and its warm-up thread import LanceDB at the same time:
+    the second caller got the module while the first was still running its ``__init__`` ("partially
+    initialized module 'lancedb' has no attribute 'connect'"), and every hybrid search of that
+    server failed with it. The second caller must wait for the import instead."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _RACE], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-800:]

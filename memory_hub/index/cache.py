@@ -35,6 +35,9 @@ def _stamp_sql(keys: tuple[str, ...]) -> str:
 _STAMP_SQL = _stamp_sql(STAMP_KEYS)
 _values: dict[tuple[str, str], tuple[str, Any]] = {}
 _lock = threading.Lock()
+# A fresh server's first search and its start-up catch-up (``warm_caches``) missed together and both
+# built the link graph (~1 s of CPU each at 100k notes, under one GIL): builds are single-flight.
+_building: dict[tuple[str, str], threading.RLock] = {}
 
 
 _pin = threading.local()
@@ -88,9 +91,16 @@ def cached(conn: sqlite3.Connection, name: str, build: Callable[[sqlite3.Connect
         hit = _values.get((db, name))
     if hit is not None and hit[0] == now:
         return hit[1]  # type: ignore[no-any-return]
-    value = build(conn)
     with _lock:
-        _values[(db, name)] = (now, value)
+        building = _building.setdefault((db, name), threading.RLock())
+    with building:  # one build per value: a thread that misses while another builds it waits for that one
+        with _lock:
+            hit = _values.get((db, name))
+        if hit is not None and hit[0] == now:
+            return hit[1]  # type: ignore[no-any-return]
+        value = build(conn)
+        with _lock:
+            _values[(db, name)] = (now, value)
     return value
 
 

@@ -112,8 +112,20 @@ def import_lancedb() -> Any:
     something asks the package for an attribute. Measured with ``python -X importtime``: the API
     classes were half of lancedb's import; every process that opens the vector table paid it
     (``status``, ``vectors --coverage``, a sync with one edited note, an in-process search)."""
+    with _IMPORT_LOCK:  # two threads (a server's first search and its warm-up) must not both install the shell
+        return _import_lancedb()
+
+
+# ``import lancedb`` itself waits while another thread runs the module's ``__init__``; returning
+# ``sys.modules["lancedb"]`` did not, and handed a half-imported module to the second caller.
+_IMPORT_LOCK = threading.Lock()
+
+
+def _import_lancedb() -> Any:
     if "lancedb" in sys.modules:
-        return sys.modules["lancedb"]
+        import lancedb  # waits for an import another thread (or plain code) has under way
+
+        return lancedb
     name = "lance_namespace_urllib3_client"
     spec = importlib.util.find_spec(name) if name not in sys.modules else None
     if spec is not None and spec.loader is not None and spec.submodule_search_locations is not None:

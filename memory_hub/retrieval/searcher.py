@@ -120,12 +120,13 @@ class Searcher:
     def sync_vectors(self, progress: bool | None = None, changes: Any = None) -> VectorReport:
         """Embed what changed since the last run (see ``VectorIndex.sync``; ``changes``: the lexical
         sync's report, so only its notes are compared). When nothing changed since the last complete
-        run, says so without loading the model or opening the table."""
-        if self._vectors is None:
-            fingerprint = self._fingerprint()
-            key = current_embedder(self.store, fingerprint) if fingerprint else None
-            if key is not None:
-                return VectorReport(key)
+        run, says so without loading the model or reading the table, whether or not this searcher has
+        loaded them: a server's start-up catch-up runs after its warm-up loaded both, and comparing every
+        note with the table cost ~1.4 s of CPU and ~250 MB of RSS at 100k notes for nothing."""
+        fingerprint = getattr(self._vectors, "fingerprint", None) or self._fingerprint()
+        key = current_embedder(self.store, fingerprint) if fingerprint else None
+        if key is not None:
+            return VectorReport(key)
         return self.vectors.sync(self.store, progress=progress, changes=changes)
 
     def coverage(self) -> Coverage:
