@@ -415,3 +415,35 @@ def test_import_lancedb_from_two_threads_never_hands_out_a_half_imported_module(
 
     proc = subprocess.run([sys.executable, "-c", _RACE], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-800:]
+
+
+def test_old_table_versions_are_pruned_every_so_many_versions(vault, embedder, monkeypatch) -> None:
+    """Every write is a LanceDB version keeping its files; edits must not grow the table forever."""
+    path, store = vault
+    monkeypatch.setattr(vectors_mod, "PRUNE_EVERY_VERSIONS", 6)
+    monkeypatch.setattr(vectors_mod, "PRUNE_GRACE_SECONDS", 0.0)  # one process here: nothing reads old ones
+    vi = VectorIndex(path, embedder)
+    pruned = []
+    for i in range(8):
+        (path / "pasta.md").write_text(NOTES["pasta.md"] + f"\nEdit number {i} of the sauce.\n", encoding="utf-8")
+        sync(path, store=store)
+        report = vi.sync(store, progress=False)
+        assert report.notes_embedded == 1
+        if report.pruned:
+            pruned.append((i, report.pruned, report.as_dict()["pruned"]))
+    table = vi._table()
+    assert pruned, "eight edits, a prune every six versions: none happened"
+    assert pruned[0][1]["versions"] > 0 and pruned[0][1]["mb"] >= 0 and pruned[0][2] == pruned[0][1]
+    assert len(table.list_versions()) < int(table.version)  # old versions are gone, the latest stays
+    assert vi.coverage(store).ok
+    assert vi.search_notes(store, "sauce", limit=3)[0][2].path == "pasta.md"
+
+
+def test_versions_are_kept_below_the_threshold(vault, embedder, monkeypatch) -> None:
+    path, store = vault
+    monkeypatch.setattr(vectors_mod, "PRUNE_GRACE_SECONDS", 0.0)
+    vi = VectorIndex(path, embedder)
+    (path / "pasta.md").write_text(NOTES["pasta.md"] + "\nOne edit.\n", encoding="utf-8")
+    sync(path, store=store)
+    assert vi.sync(store, progress=False).pruned is None
+    assert len(vi._table().list_versions()) == int(vi._table().version)

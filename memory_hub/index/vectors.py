@@ -100,6 +100,24 @@ ANN_RETRAIN_SHARE = 0.2  # retrain the partitions once this share of rows came a
 # touches, so a fragmented table made a warm query's vector channel ~2.5× slower (37 → 15-25 ms at
 # 30k). Past this many files the sync compacts the table (``optimize``: the ANN index is kept).
 ANN_MAX_FRAGMENTS = 16
+# Every write is a new LanceDB version, and a version keeps the files it needs; nothing removes
+# them unless asked (``optimize`` keeps 7 days of versions). At 100k notes the table grew 1,881 →
+# 2,481 MB over ~10 watcher edits. So a sync that has written this many versions since the last
+# prune removes the versions older than ``PRUNE_GRACE`` (the latest one is always kept). A reader
+# in another process holds the version it opened only until the next bump it sees (``_bump``), so
+# an hour's grace never pulls files from under a query.
+PRUNE_EVERY_VERSIONS = 20
+PRUNE_GRACE_SECONDS = 3600.0
+
+
+def _tree_bytes(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (0 when it is not there)."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(root, name)).st_size
+    return total
 
 
 def import_lancedb() -> Any:
@@ -191,6 +209,7 @@ class VectorReport:
     # whether the old table is gone (it stays until every note is done)
     migrated: dict[str, Any] | None = None
     ann: dict[str, Any] | None = None  # what this sync did to the ANN index (built, retrained, rows added)
+    pruned: dict[str, Any] | None = None  # old table versions this sync removed (``_prune_versions``)
 
     @property
     def chunks_per_second(self) -> float:
@@ -208,7 +227,7 @@ class VectorReport:
             "chunks_reused": self.chunks_reused, "chunks_per_second": round(self.chunks_per_second, 1),
             "failed": [{"path": p, "error": e} for p, e in self.failed], "seconds": round(self.seconds, 2),
             "interrupted": self.interrupted, **({"migrated": self.migrated} if self.migrated else {}),
-            **({"ann": self.ann} if self.ann else {}),
+            **({"ann": self.ann} if self.ann else {}), **({"pruned": self.pruned} if self.pruned else {}),
         }
 
     def summary(self) -> str:
@@ -431,6 +450,7 @@ class VectorIndex:
                 self._bump(store)
             if not report.interrupted and not report.failed:
                 self._maintain_ann(store, report)
+                self._prune_versions(store, report)
                 if not (staged or lexical.has_pending(store.conn)):  # else the next sync compares all
                     self._mark_current(store, notes_stamp)
         return report
@@ -478,6 +498,30 @@ class VectorIndex:
             report.ann["seconds"] = round(time.monotonic() - t0, 2)
             self._bump(store)  # searchers look at the table's shape again
         self._shape = None
+
+    def _prune_versions(self, store: Store, report: VectorReport) -> None:
+        """Remove old table versions once ``PRUNE_EVERY_VERSIONS`` were written since the last prune."""
+        table = self._table()
+        if table is None:
+            return
+        key = f"vectors_pruned_at:{self.name}"
+        try:
+            last = int(store.get_meta(key) or 0)
+        except ValueError:
+            last = 0
+        version = int(table.version)
+        if version - last < PRUNE_EVERY_VERSIONS:
+            return
+        from datetime import timedelta
+
+        folder = self.dir / f"{self.name}.lance"
+        before, kept = _tree_bytes(folder), len(table.list_versions())
+        # optimize also merges small files and folds new rows into an ANN index: both only help
+        table.optimize(cleanup_older_than=timedelta(seconds=PRUNE_GRACE_SECONDS))
+        report.pruned = {"versions": kept - len(table.list_versions()),
+                         "mb": round(max(0, before - _tree_bytes(folder)) / 1e6, 1)}
+        with store.transaction() as conn:
+            store.set_meta(conn, key, str(version))
 
     def build_ann(self, table: Any = None, rows: int | None = None) -> None:
         """(Re)train the table's ANN index (cosine; vectors are unit length, so cosine ranks as dot)."""
