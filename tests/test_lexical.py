@@ -519,3 +519,33 @@ def test_counts_survive_writes_that_change_no_note_and_follow_every_one_that_doe
     report = sync(vault, store=store, progress=False)
     assert not report.added and not lexical.has_pending(conn)  # no note written: only the rows moved
     assert lexical.document_frequency(conn, "beta") == 40
+
+
+def _reader_vault(make_vault):
+    badges = "".join(f"![downloads](https://img.shields.io/github/downloads/acme/quokkatool/{i})\n" for i in range(4))
+    files = {
+        "plugins/timer.md": f"# Timer\n\n{badges}\n%% Please do not edit: quokkatool badges %%\n\n"
+                            "<span class=\"quokkatool\">A countdown timer for focused work.</span>\n",
+        "notes/tools.md": "# Tools I use\n\nI use quokkatool every day, and a countdown timer.\n",
+        "notes/other.md": "# Other\n\nNothing about it here.\n",
+    }
+    vault, store = make_vault(files)
+    ids = {p: i for i, p in store.conn.execute("SELECT id, path FROM notes")}
+    return store, ids
+
+
+def test_the_word_table_ranks_what_a_reader_reads(make_vault) -> None:
+    store, ids = _reader_vault(make_vault)
+    # the word only in image addresses, a comment and an HTML attribute of the timer note: not its word
+    hits = [i for i, _ in lexical.search_words(store.conn, analyze_query("quokkatool"))]
+    assert hits == [ids["notes/tools.md"]]
+    # the text the reader sees still counts, tags stripped
+    assert ids["plugins/timer.md"] in [i for i, _ in lexical.search_words(store.conn, analyze_query("countdown focused"))]
+
+
+def test_addresses_stay_findable_as_substrings(make_vault) -> None:
+    store, ids = _reader_vault(make_vault)
+    # the trigram table keeps every character: an exact identifier still finds the badge note
+    assert set(lexical.exact_matches(store.conn, ["quokkatool"])) == {ids["notes/tools.md"], ids["plugins/timer.md"]}
+    paths = [h.path for h in search(store, "quokkatool", k=5, mode="lexical").hits]
+    assert paths[0] == "notes/tools.md" and "plugins/timer.md" in paths

@@ -78,8 +78,8 @@ def reader_text(markdown: str, hosts: bool = True) -> str:
     (which borrows no link target, so no host either).
 
     On obsidian-hub these were 60 % of the tokens an embedder was fed (179 → 78 per chunk on
-    average): URLs cost many tokens and say little about meaning. Lexical search still indexes
-    the full text, so a URL remains findable by its words.
+    average): URLs cost many tokens and say little about meaning. The word table indexes this text
+    too (``index/lexical.py``); the trigram table keeps the full text, so a URL remains findable.
     """
     masked = mask_code(markdown, comments=False)
     cuts: list[tuple[int, int, str]] = []
