@@ -37,7 +37,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import DEFAULT_DATA, REPO, latency_summary, load_qrels, print_table, read_jsonl, write_result  # noqa: E402
+from common import (  # noqa: E402
+    DEFAULT_DATA,
+    HOOK_COMMAND,
+    REPO,
+    first_recall,
+    hook_process,
+    latency_summary,
+    load_qrels,
+    print_table,
+    read_jsonl,
+    write_result,
+)
 
 from memory_hub.config import INDEX_DIRNAME, index_dir  # noqa: E402
 from memory_hub.index.lexical import Filters  # noqa: E402
@@ -79,28 +90,6 @@ def make_prompts(index: RecallIndex, n: int, seed: int = 11) -> list[str]:
             a, b, c = rng.sample(words, 3)
             prompts.append(f"fix the bug where {a.lower()} breaks the {b.lower()} view after {c.lower()}")
     return prompts
-
-
-HOOK_MODULE = [sys.executable, "-m", "memory_hub.hooks"]  # + --vault V claude-code
-HOOK_COMMAND = [str(Path(sys.executable).parent / "memory-hub")]  # + --vault V hook claude-code: what agents run
-
-
-def hook_process(vault: Path, prompt: str, session: str, command: list[str] | None = None,
-                 cwd: Path = REPO) -> tuple[float, dict[str, Any] | None, float]:
-    """One whole hook process: (wall seconds, its reply, its CPU seconds). ``-m`` runs the code of
-    ``cwd`` (it comes first on ``sys.path``): ``--baseline`` points it at another checkout."""
-    import resource
-
-    event = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": session, "prompt": prompt})
-    args = [*HOOK_COMMAND, "--vault", str(vault), "hook", "claude-code"] if command is HOOK_COMMAND else \
-        [*HOOK_MODULE, "--vault", str(vault), "claude-code"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    proc = subprocess.run(args, input=event, capture_output=True, text=True, timeout=60, cwd=cwd)
-    took = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return took, (json.loads(proc.stdout) if proc.stdout.strip() else None), cpu
 
 
 def interpreter_floor(runs: int) -> dict[str, float]:
@@ -152,19 +141,7 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
                               stderr=subprocess.DEVNULL, text=True)
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-        # The socket opens just after the server's handshake window (a stale file from an earlier
-        # run may be there until then). The first answered request loads recall's saved index:
-        # that is what the first prompt after a start pays.
-        deadline = time.monotonic() + 60
-        first = None
-        while first is None and time.monotonic() < deadline:
-            t0 = time.perf_counter()
-            first = local_socket.request(vault, {"op": "recall", "prompt": "warm up the recall index please"},
-                                         timeout=120)
-            first_request_s = time.perf_counter() - t0
-            if first is None:
-                time.sleep(0.1)
-        assert first and first.get("ok"), first
+        first, first_request_s = first_recall(vault, 60)
         socket_times, tokens, modes = [], [], {}
         for i, prompt in enumerate(prompts * args.repeat):
             t0 = time.perf_counter()

@@ -46,7 +46,16 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import machine, print_table, run_timed, spread, write_result  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    HOOK_COMMAND,
+    first_recall,
+    hook_process,
+    machine,
+    print_table,
+    run_timed,
+    spread,
+    write_result,
+)
 from benchmarks.mcp_client import StdioClient, rss_mb, structured  # noqa: E402
 
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
@@ -103,6 +112,15 @@ def checked(answer: dict[str, Any]) -> dict[str, Any]:
     if answer.get("isError"):
         raise RuntimeError(f"search failed: {str(answer.get('content'))[:300]}")
     return answer
+
+
+def hub_queries(data: Path) -> list[str]:
+    """The peers' 30 obsidian-hub queries (``../shared/peers/hub-queries.txt`` beside ``data``), or a
+    few stand-ins when that folder is absent."""
+    path = data.parent / "peers" / "hub-queries.txt"
+    if not path.exists():
+        return ["graph view", "daily notes template", "sync plugin", "canvas", "dataview query"]
+    return [q.strip() for q in path.read_text().splitlines() if q.strip()]
 
 
 def wait_for_vectors(client: StdioClient, query: str, mode: str = "hybrid+graph", limit_s: float = 300.0) -> None:
@@ -196,16 +214,9 @@ def hook_recall(vault: Path, env: dict[str, str], queries: list[str], rounds: in
     prompts = [f"how does {q} work in my notes?" for q in queries]
     try:
         client.handshake()
-        deadline = time.monotonic() + 120
-        first = None
         t0 = time.perf_counter()
-        while first is None and time.monotonic() < deadline:  # the socket opens after the handshake
-            first = local_socket.request(vault, {"op": "recall", "prompt": "warm up the recall index please"},
-                                         timeout=120)
-            if first is None:
-                time.sleep(0.1)
-        first_s = time.perf_counter() - t0
-        assert first and first.get("ok"), first
+        first_recall(vault, 120)  # the socket opens after the handshake
+        first_s = time.perf_counter() - t0  # with the retries: how long the first prompt waits
         sock, hook, hook_cpu, modes = [], [], [], {}
         for r in range(rounds):
             for i, prompt in enumerate(prompts):
@@ -216,11 +227,7 @@ def hook_recall(vault: Path, env: dict[str, str], queries: list[str], rounds: in
                 assert reply and reply.get("ok"), reply
                 mode = reply["telemetry"].get("mode")
                 modes[mode] = modes.get(mode, 0) + 1
-                event = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": f"scale-h{run}-{r}-{i}",
-                                    "prompt": prompt})
-                proc, wall, cpu = run_timed([MEMORY_HUB, "--vault", str(vault), "hook", "claude-code"], env=env,
-                                            input=event)
-                assert proc.returncode == 0, proc.stderr[-300:]
+                wall, _, cpu = hook_process(vault, prompt, f"scale-h{run}-{r}-{i}", HOOK_COMMAND, env=env, check=True)
                 hook.append(wall)
                 hook_cpu.append(cpu)
         serving = rss_mb(client.pid)
@@ -487,9 +494,7 @@ def main() -> int:
     # timed process would compile its sources again (~0.3 s of CPU), which no installed copy does.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "memory_hub")], check=False,
                    stdout=subprocess.DEVNULL)
-    queries = [q.strip() for q in (args.data.parent / "peers" / "hub-queries.txt").read_text().splitlines()
-               if q.strip()] if (args.data.parent / "peers" / "hub-queries.txt").exists() else \
-        ["graph view", "daily notes template", "sync plugin", "canvas", "dataview query"]
+    queries = hub_queries(args.data)
     standin = None
     if not args.no_vectors:
         if not (args.standin / "model.onnx").exists():

@@ -129,6 +129,45 @@ def run_timed(cmd: Sequence[str], **kwargs: Any) -> tuple[subprocess.CompletedPr
     return proc, wall, cpu
 
 
+HOOK_MODULE = [sys.executable, "-m", "memory_hub.hooks"]  # + --vault V claude-code
+HOOK_COMMAND = [str(Path(sys.executable).parent / "memory-hub")]  # + --vault V hook claude-code: what agents run
+
+
+def hook_process(vault: Path, prompt: str, session: str, command: list[str] | None = None,
+                 cwd: Path = REPO, env: Mapping[str, str] | None = None,
+                 check: bool = False) -> tuple[float, dict[str, Any] | None, float]:
+    """One whole hook process fed a UserPromptSubmit event: (wall seconds, its reply, its CPU
+    seconds). ``-m`` runs the code of ``cwd`` (it comes first on ``sys.path``), so a benchmark's
+    ``--baseline`` can point it at another checkout; ``command=HOOK_COMMAND`` runs what agents run.
+    ``check``: a hook that exits non-zero raises instead of being timed."""
+    event = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": session, "prompt": prompt})
+    args = [*HOOK_COMMAND, "--vault", str(vault), "hook", "claude-code"] if command is HOOK_COMMAND else \
+        [*HOOK_MODULE, "--vault", str(vault), "claude-code"]
+    proc, wall, cpu = run_timed(args, input=event, timeout=60, cwd=cwd, env=None if env is None else dict(env))
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"hook exited {proc.returncode}: {proc.stderr[-300:]}")
+    return wall, (json.loads(proc.stdout) if proc.stdout.strip() else None), cpu
+
+
+def first_recall(vault: Path, deadline_s: float) -> tuple[dict[str, Any], float]:
+    """The first recall answered by a server just started on ``vault`` (its hooks socket opens after
+    the MCP handshake; a stale socket file may be there until then): (reply, seconds it took).
+    That first request loads recall's saved index: what the first prompt after a start pays."""
+    from memory_hub.server import local_socket
+
+    deadline = time.monotonic() + deadline_s
+    first, took = None, 0.0
+    while first is None and time.monotonic() < deadline:
+        t0 = time.perf_counter()
+        first = local_socket.request(vault, {"op": "recall", "prompt": "warm up the recall index please"},
+                                     timeout=120)
+        took = time.perf_counter() - t0
+        if first is None:
+            time.sleep(0.1)
+    assert first and first.get("ok"), first
+    return first, took
+
+
 def latency_summary(seconds: Sequence[float]) -> dict[str, float]:
     ms = [s * 1000 for s in seconds]
     return {"p50_ms": round(statistics.median(ms), 3) if ms else 0.0, "p95_ms": round(percentile(ms, 95), 3),

@@ -24,19 +24,17 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_scale import MEMORY_HUB, time_queries, wait_for_vectors  # noqa: E402
+from benchmarks.bench_scale import MEMORY_HUB, hub_queries, time_queries, wait_for_vectors  # noqa: E402
+from benchmarks.common import DEFAULT_DATA  # noqa: E402
 from benchmarks.mcp_client import StdioClient, rss_mb  # noqa: E402
-
-QUERIES = Path("/work/shared/peers/hub-queries.txt")
 
 
 def own_rss() -> float:
-    return round(int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+    return rss_mb(os.getpid())
 
 
 def queries() -> list[str]:
-    return [q.strip() for q in QUERIES.read_text().splitlines() if q.strip()] if QUERIES.exists() else \
-        ["graph view", "daily notes template", "sync plugin", "canvas", "dataview query"]
+    return hub_queries(DEFAULT_DATA)
 
 
 def trace(vault: Path, embedder: str, pythonpath: str | None) -> list[Any]:
