@@ -424,16 +424,19 @@ def test_old_table_versions_are_pruned_every_so_many_versions(vault, embedder, m
     monkeypatch.setattr(vectors_mod, "PRUNE_GRACE_SECONDS", 0.0)  # one process here: nothing reads old ones
     vi = VectorIndex(path, embedder)
     pruned = []
+    folder = lancedb_dir(path) / f"{vi.name}.lance"
     for i in range(8):
         (path / "pasta.md").write_text(NOTES["pasta.md"] + f"\nEdit number {i} of the sauce.\n", encoding="utf-8")
         sync(path, store=store)
+        before = vectors_mod._tree_bytes(folder)
         report = vi.sync(store, progress=False)
         assert report.notes_embedded == 1
         if report.pruned:
-            pruned.append((i, report.pruned, report.as_dict()["pruned"]))
+            pruned.append((i, report.pruned, report.as_dict()["pruned"], before, vectors_mod._tree_bytes(folder)))
     table = vi._table()
     assert pruned, "eight edits, a prune every six versions: none happened"
     assert pruned[0][1]["versions"] > 0 and pruned[0][1]["mb"] >= 0 and pruned[0][2] == pruned[0][1]
+    assert pruned[0][4] < pruned[0][3], "the table's files did not shrink at the prune"
     assert len(table.list_versions()) < int(table.version)  # old versions are gone, the latest stays
     assert vi.coverage(store).ok
     assert vi.search_notes(store, "sauce", limit=3)[0][2].path == "pasta.md"
@@ -447,3 +450,6 @@ def test_versions_are_kept_below_the_threshold(vault, embedder, monkeypatch) -> 
     sync(path, store=store)
     assert vi.sync(store, progress=False).pruned is None
     assert len(vi._table().list_versions()) == int(vi._table().version)
+    # a sync that writes nothing never prunes, whatever the count (it does not even open the table)
+    monkeypatch.setattr(vectors_mod, "PRUNE_EVERY_VERSIONS", 1)
+    assert vi.sync(store, progress=False).pruned is None

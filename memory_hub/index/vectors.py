@@ -120,6 +120,11 @@ def _tree_bytes(folder: Path) -> int:
     return total
 
 
+# ``import lancedb`` itself waits while another thread runs the module's ``__init__``; returning
+# ``sys.modules["lancedb"]`` did not, and handed a half-imported module to the second caller.
+_IMPORT_LOCK = threading.Lock()
+
+
 def import_lancedb() -> Any:
     """``import lancedb``, minus the ~1.5-2 s of CPU it spends building the REST client of the Lance
     Namespace spec (``lance_namespace_urllib3_client``: 366 pydantic-validated API methods), which a
@@ -132,11 +137,6 @@ def import_lancedb() -> Any:
     (``status``, ``vectors --coverage``, a sync with one edited note, an in-process search)."""
     with _IMPORT_LOCK:  # two threads (a server's first search and its warm-up) must not both install the shell
         return _import_lancedb()
-
-
-# ``import lancedb`` itself waits while another thread runs the module's ``__init__``; returning
-# ``sys.modules["lancedb"]`` did not, and handed a half-imported module to the second caller.
-_IMPORT_LOCK = threading.Lock()
 
 
 def _import_lancedb() -> Any:
@@ -501,6 +501,8 @@ class VectorIndex:
 
     def _prune_versions(self, store: Store, report: VectorReport) -> None:
         """Remove old table versions once ``PRUNE_EVERY_VERSIONS`` were written since the last prune."""
+        if not (report.notes_embedded or report.notes_deleted or report.ann or report.migrated):
+            return  # this sync wrote no version: nothing to count, and no table to open
         table = self._table()
         if table is None:
             return
