@@ -152,7 +152,9 @@ def test_merge_insertions_refuses_real_edits():
 
 
 def test_usage_logs_never_conflict_even_from_one_machine_id(team, monkeypatch):
-    """Two clones on one machine share the machine id, so they append to the same log file."""
+    """Two clones on one machine share the machine id, so they append to the same log file; reads
+    in the same millisecond on both (the same timestamps here) are still two events each, not one
+    line that git's union merge keeps once."""
     from memory_hub.index import usage as usage_index
     from memory_hub.vault.usage import record_read
 
@@ -161,8 +163,8 @@ def test_usage_logs_never_conflict_even_from_one_machine_id(team, monkeypatch):
     sync_remote(b)
     assert git(a, "check-attr", "merge", "--", ".memory-hub/usage/same-box.jsonl").strip().endswith("union")
     for vault, n in ((a, 3), (b, 4)):
-        for _ in range(n):
-            record_read(vault, "home.md")
+        for i in range(n):
+            record_read(vault, "home.md", when=1764583200.0 + i)
         (vault / f"{vault.name}.md").write_text(f"# {vault.name}\n", encoding="utf-8")  # a commit that carries them
     sync_remote(a)
     report = sync_remote(b)

@@ -4,8 +4,8 @@ Reading must never change a note (issue 11): counting a read in the note's front
 read a git change, an autocommit, a sync conflict and a reason for dream to skip the note. So each
 event is one JSON line appended to a log:
 
-    {"ts": 1764583200.123, "event": "read", "path": "runbooks/db-failover.md"}
-    {"ts": 1764583201.0, "event": "useful", "path": "runbooks/db-failover.md"}
+    {"ts": 1764583200.123, "event": "read", "path": "runbooks/db-failover.md", "id": "9f2c01ab"}
+    {"ts": 1764583201.0, "event": "useful", "path": "runbooks/db-failover.md", "id": "03d4e5f6"}
     {"ts": 1764583202.0, "event": "baseline", "path": "auth-flow.md", "reads": 4, "useful": 1}
 
 ``baseline`` carries counts a note's frontmatter held before (``access_count``/``useful_count``);
@@ -190,7 +190,10 @@ def record(vault: Path, event: str, path: str, *, when: float | None = None, **e
     if event not in EVENTS:
         raise UsageError(f"unknown usage event {event!r}")
     path = _check_note(vault, path)
-    line = _line(event, path, when, extra)
+    # a short random id makes every line unique: git's union merge keeps a line once when both
+    # sides added the same text, so two clones sharing a machine id that record the same read in
+    # the same millisecond would otherwise lose one of the two events
+    line = _line(event, path, when, {"id": secrets.token_hex(4), **extra})
     place = journal_place(vault) or log_place(vault)
     safe_io.append_bytes(place.root, place.rel, line, hidden=place.hidden)
 
