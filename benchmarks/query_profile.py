@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sqlite3
 import statistics
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO))  # appended: a PYTHONPATH naming another tree (the code before a change) wins
 
 from memory_hub.index import store as store_mod  # noqa: E402
 
@@ -113,26 +114,29 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 def main() -> int:
-    from benchmarks.bench_scale import hub_queries
     from memory_hub.retrieval.searcher import Searcher
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("vault", type=Path)
     ap.add_argument("--modes", default="hybrid+graph,lexical")
     ap.add_argument("--rounds", type=int, default=2, help="rounds after the warming one")
-    ap.add_argument("--queries", type=Path, default=None)
+    ap.add_argument("--queries", type=Path, default=Path("/work/shared/peers/hub-queries.txt"),
+                    help="one query a line (default: the peers' 30 obsidian-hub queries, as bench_scale reads them)")
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--path-prefix", default=None)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--top", type=int, default=15)
     args = ap.parse_args()
-    queries = ([q.strip() for q in args.queries.read_text().splitlines() if q.strip()] if args.queries
-               else hub_queries(Path("/work/shared/data")))
+    queries = [q.strip() for q in args.queries.read_text().splitlines() if q.strip()]
     from memory_hub.index.lexical import Filters
 
     filters = Filters(path_prefix=args.path_prefix) if args.path_prefix else None
     searcher = Searcher(args.vault)
-    out: dict[str, Any] = {"vault": str(args.vault), "queries": len(queries), "modes": {}}
+    import memory_hub
+
+    out: dict[str, Any] = {"vault": str(args.vault), "queries": len(queries), "code": memory_hub.__file__,
+                           "load": os.getloadavg(), "modes": {}}
+    print(f"code from {memory_hub.__file__}, load {os.getloadavg()[0]:.2f}", file=sys.stderr)
     for mode in args.modes.split(","):
         t = time.perf_counter()
         for q in queries:  # warming round

@@ -278,16 +278,18 @@ def _run_or(conn: sqlite3.Connection, table: str, bm25: str, terms: list[str], p
             left_out = start
             break
     if left_out > 0:
-        rows = [(int(r[0]), -float(r[1]))
-                for r in conn.execute(sql, (expr, " OR ".join(ordered[left_out:]), limit)).fetchall()]
-        if len(rows) >= limit:
-            floor = rows[limit - 1][1]  # the full answer's limit-th score is at least this
-            if _below(ceilings[left_out], floor):
-                return rows
-            # Some rows holding only left-out phrases might still reach floor: score those too, but
-            # only the ones holding a combination of phrases whose bounds add up to floor (not
-            # every row of the next commonest word, as leaving out fewer phrases would)
-            reaching = _reaching(ordered, bound, floor)
+        rest = " OR ".join(ordered[left_out:])
+        # A floor first, cheaply: the rarer rest's own BM25 of its best rows (its phrases' shares of
+        # a row's score are the full OR's, and the left-out phrases' shares are >= 0, so the full
+        # answer's limit-th row scores at least this). Only the rest's posting lists are read; the
+        # full OR below reads every phrase's, the commonest word's included, whatever it scores.
+        partial = conn.execute(f"SELECT {bm25} AS score FROM {table} WHERE {table} MATCH ? ORDER BY score LIMIT ?",
+                               (rest, limit)).fetchall()
+        if len(partial) >= limit:
+            floor = -float(partial[limit - 1][0])
+            # rows holding only left-out phrases cannot reach floor: the rest's rows are enough;
+            # else also the rows holding a combination of left-out phrases whose bounds add up to it
+            reaching = rest if _below(ceilings[left_out], floor) else _reaching(ordered, bound, floor)
             if reaching is not None and reaching != " OR ".join(ordered):
                 return [(int(r[0]), -float(r[1])) for r in conn.execute(sql, (expr, reaching, limit)).fetchall()]
     return _run(conn, table, bm25, expr, filters, limit)
