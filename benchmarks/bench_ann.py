@@ -48,6 +48,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", type=Path, help="the shared data folder (holds scifact/)")
     ap.add_argument("--shares", default="0.05,0.1,0.2", help="shares of IVF partitions probed")
+    ap.add_argument("--refines", default=None,
+                    help="refine factors tried with every share (default: the product's, vectors.ANN_REFINE)")
+    ap.add_argument("--out", default="ann", help="result name under benchmarks/results/")
     ap.add_argument("--vault", type=Path, help="an already indexed SciFact vault (its vectors as they are)")
     ap.add_argument("--paths", type=Path, help="with --vault: its paths.json (note path -> corpus id)")
     ap.add_argument("--layout", default="current", help="with --vault: what its vector table holds (for the JSON)")
@@ -112,7 +115,10 @@ def main() -> int:
     vi._bump(store)
     vi._shape = None
     _rows, _ann, parts = vi._table_shape(store)
-    for share in [float(x) for x in args.shares.split(",")]:
+    refines = [int(x) for x in args.refines.split(",")] if args.refines else [vectors_mod.ANN_REFINE]
+    product_refine = vectors_mod.ANN_REFINE
+    for refine, share in [(r, float(x)) for r in refines for x in args.shares.split(",")]:
+        vectors_mod.ANN_REFINE = refine  # search_notes reads it at each call
         vi.ann_probes = max(1, min(parts, round(parts * share)))
         ann_rows = {}
         for q, v in qvecs.items():
@@ -124,19 +130,20 @@ def main() -> int:
         run, notes, lat = run_vectors(f"ann {share}")
         note_recall = statistics.mean(len(set(notes[q]) & set(ex_notes[q])) / max(1, len(ex_notes[q])) for q in qvecs)
         results.append({
-            "path": f"ANN {vectors_mod.ANN_INDEX}", "probes": f"{vi.ann_probes}/{parts}",
+            "path": f"ANN {vectors_mod.ANN_INDEX}", "probes": f"{vi.ann_probes}/{parts}", "refine": refine,
             "row_recall@100": round(row_recall, 4), "note_recall@100": round(note_recall, 4),
             "vector_nDCG@10": round(evaluate(run, qrels, ndcg)["nDCG@10"], 4),
             "hybrid_nDCG@10": round(evaluate(hybrid_run(), qrels, ndcg)["nDCG@10"], 4),
             "p50_ms": round(statistics.median(lat) * 1000, 2), "p95_ms": round(percentile(lat, 95) * 1000, 2),
         })
         print(results[-1], flush=True)
-    print_table(results, ["path", "probes", "row_recall@100", "note_recall@100", "vector_nDCG@10", "hybrid_nDCG@10",
+    vectors_mod.ANN_REFINE = product_refine
+    print_table(results, ["path", "probes", "refine", "row_recall@100", "note_recall@100", "vector_nDCG@10", "hybrid_nDCG@10",
                           "p50_ms", "p95_ms"])
     out = {"dataset": "scifact dev", "queries": len(queries), "rows": rows, "partitions": parts,
-           "refine_factor": vectors_mod.ANN_REFINE, "index": vectors_mod.ANN_INDEX, "build_s": round(build_s, 2),
+           "refine_factor": refines, "index": vectors_mod.ANN_INDEX, "build_s": round(build_s, 2),
            "results": results, "setup": info, "machine": machine(), "note": "under load (shared 2-core machine)"}
-    print("written", write_result("ann", out))
+    print("written", write_result(args.out, out))
     # the product switches to ANN only from ANN_FROM rows: leave this cached vault on the exact path
     vi._table().drop_index(vi._ann_index(vi._table()).name)
     vi._bump(store)

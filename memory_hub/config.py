@@ -350,6 +350,10 @@ SETTINGS: tuple[Setting, ...] = (
             env="MEMORY_HUB_HTTP_SESSION_TTL"),
     Setting("server.max_sessions", 100, _int(1, 100_000), "MCP sessions live at once (a new one ends the idlest)",
             env="MEMORY_HUB_HTTP_MAX_SESSIONS"),
+    Setting("server.warm_at_start", False, _bool,
+            "load the models and the vector index in the background right after start and run one search "
+            "through them, so the first query waits for none of it (an idle server then holds them)",
+            env="MEMORY_HUB_WARM_AT_START"),
     Setting("server.tokens_file", None, _path,
             "named tokens with scopes and rate limits (default: ~/.config/memory-hub/tokens.toml)",
             env="MEMORY_HUB_TOKENS_FILE", files=(USER,)),

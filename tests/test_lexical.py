@@ -352,8 +352,10 @@ def test_pruned_or_ranking_applies_on_common_words(make_vault) -> None:
         conn.set_trace_callback(None)
     assert len(got) == 20
     assert any("+rowid IN" in s for s in statements)
-    # the full OR query (no row restriction) never ran
-    assert not any("MATCH" in s and "ORDER BY score" in s and "+rowid" not in s for s in statements), statements
+    # the full OR query (no row restriction) never ran; only the rarer word's own ranking did, for a floor
+    full = match_expression(["kanban", "note"], "OR").replace("'", "''")
+    assert not any(f"MATCH '{full}'" in s and "+rowid" not in s for s in statements), statements
+    assert any("MATCH '\"kanban\"' ORDER BY score" in s for s in statements), statements
 
 
 def test_first_term_in_a_long_note_is_where_lower_casing_all_of_it_finds_it() -> None:
@@ -549,3 +551,43 @@ def test_addresses_stay_findable_as_substrings(make_vault) -> None:
     assert set(lexical.exact_matches(store.conn, ["quokkatool"])) == {ids["notes/tools.md"], ids["plugins/timer.md"]}
     paths = [h.path for h in search(store, "quokkatool", k=5, mode="lexical").hits]
     assert paths[0] == "notes/tools.md" and "plugins/timer.md" in paths
+
+
+def test_reaching_expression_holds_every_row_that_can_reach_the_floor() -> None:
+    """``_reaching``: phrases that can reach the floor alone stay single, weaker ones are combined
+    into the smallest AND groups whose bounds add up to it (no group holding a smaller one)."""
+    bound = {'"a"': 0.1, '"b"': 0.5, '"c"': 0.6, '"d"': 2.0}
+    ordered = sorted(bound, key=lambda p: (bound[p], p))
+    assert lexical._reaching(ordered, bound, 1.0) == '"d" OR ("b" AND "c")'
+    # a floor none of the weak ones can reach together: only the strong phrase is left
+    assert lexical._reaching(ordered, bound, 1.5) == '"d"'
+    # every phrase strong: the expression is the full OR (the caller then runs the plain query)
+    assert lexical._reaching(ordered, bound, 0.05) == " OR ".join(ordered)
+    assert lexical._reaching(ordered, bound, 5.0) is None  # nothing can reach it
+    many = {f'"w{i}"': 0.1 for i in range(lexical.REACHING_MAX_WEAK + 1)}
+    assert lexical._reaching(sorted(many), many, 1.0) is None  # too many to combine
+
+
+def test_pruned_or_ranking_scores_only_rows_that_can_reach_the_floor(make_vault) -> None:
+    """When the rarest phrases' rows leave a floor that the commonest ones together could still
+    reach, the second pass scores the rows holding such a combination (an AND group), never the
+    full OR, and the answer is the full OR's row for row."""
+    files = {}
+    for i in range(300):
+        words = ["alpha"] * (i % 3 + 1) + (["gamma"] if i % 5 == 0 else []) + (["delta"] if i % 6 == 0 else [])
+        words += (["zeta"] if i % 29 == 0 else []) + ["filler"] * (i % 17)
+        files[f"n{i:04d}.md"] = f"# page {i}\n\n" + " ".join(words) + "\n"
+    _, store = make_vault(files)
+    conn = store.conn
+    terms = ["zeta", "gamma", "delta", "alpha"]
+    statements: list[str] = []
+    for limit in (5, 20, 60):
+        full = lexical._run(conn, "fts_words", lexical._BM25_WORDS, match_expression(terms, "OR"),
+                            lexical.NO_FILTERS, limit)
+        conn.set_trace_callback(statements.append)
+        try:
+            got = lexical._run_or(conn, "fts_words", lexical._BM25_WORDS, terms, [], lexical.NO_FILTERS, limit)
+        finally:
+            conn.set_trace_callback(None)
+        assert got == full, limit
+    assert any("+rowid IN" in s and " AND " in s.split("+rowid IN")[1] for s in statements), statements

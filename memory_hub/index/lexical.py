@@ -29,6 +29,7 @@ import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Final
 
 from ..vault.markdown import reader_text
@@ -263,29 +264,62 @@ def _run_or(conn: sqlite3.Connection, table: str, bm25: str, terms: list[str], p
         idf = max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6)
         bound[phrase] = bound.get(phrase, 0.0) + (_BM25_K1 + 1.0) * idf
     ordered = sorted(bound, key=lambda p: (bound[p], p))
-    ceilings = [sum(bound[p] for p in ordered[:k]) for k in range(len(ordered))]
-    left_out = 0
-    if floor is not None:  # every row of the AND holds the rest: leave out what is bounded below floor
-        left_out = max((k for k in range(len(ordered)) if _below(ceilings[k], floor)), default=0)
-    else:  # the longest run of commonest phrases whose rarer rest still holds ``limit`` rows
-        for start in range(len(ordered) - 1, 0, -1):  # (from the rarest end, each count stops at limit)
-            if _count_rows(conn, table, " OR ".join(ordered[start:]), limit, db) >= limit:
-                left_out = start
-                break
     sql = (f"SELECT rowid AS id, {bm25} AS score FROM {table} WHERE {table} MATCH ? "
            f"AND +rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?) ORDER BY score LIMIT ?")
-    while left_out > 0:
-        rows = [(int(r[0]), -float(r[1]))
-                for r in conn.execute(sql, (expr, " OR ".join(ordered[left_out:]), limit)).fetchall()]
-        if len(rows) < limit:
+    if floor is not None:  # every row of the AND holds every phrase and scores at least floor
+        reaching = _reaching(ordered, bound, floor)
+        if reaching is None or reaching == " OR ".join(ordered):
+            return _run(conn, table, bm25, expr, filters, limit)
+        return [(int(r[0]), -float(r[1])) for r in conn.execute(sql, (expr, reaching, limit)).fetchall()]
+    ceilings = [sum(bound[p] for p in ordered[:k]) for k in range(len(ordered))]
+    left_out = 0  # the longest run of commonest phrases whose rarer rest still holds ``limit`` rows
+    for start in range(len(ordered) - 1, 0, -1):  # (from the rarest end, each count stops at limit)
+        if _count_rows(conn, table, " OR ".join(ordered[start:]), limit, db) >= limit:
+            left_out = start
             break
-        floor = rows[limit - 1][1]  # the full answer's limit-th score is at least this
-        if _below(ceilings[left_out], floor):
-            return rows
-        # leave out fewer: the rows scored then include these, so their limit-th best is >= floor,
-        # and leaving out only what is bounded below floor is sure to pass the check
-        left_out = max((k for k in range(left_out) if _below(ceilings[k], floor)), default=0)
+    if left_out > 0:
+        rest = " OR ".join(ordered[left_out:])
+        # A floor first, cheaply: the rarer rest's own BM25 of its best rows (its phrases' shares of
+        # a row's score are the full OR's, and the left-out phrases' shares are >= 0, so the full
+        # answer's limit-th row scores at least this). Only the rest's posting lists are read; the
+        # full OR below reads every phrase's, the commonest word's included, whatever it scores.
+        partial = conn.execute(f"SELECT {bm25} AS score FROM {table} WHERE {table} MATCH ? ORDER BY score LIMIT ?",
+                               (rest, limit)).fetchall()
+        if len(partial) >= limit:
+            floor = -float(partial[limit - 1][0])
+            # rows holding only left-out phrases cannot reach floor: the rest's rows are enough;
+            # else also the rows holding a combination of left-out phrases whose bounds add up to it
+            reaching = rest if _below(ceilings[left_out], floor) else _reaching(ordered, bound, floor)
+            if reaching is not None and reaching != " OR ".join(ordered):
+                return [(int(r[0]), -float(r[1])) for r in conn.execute(sql, (expr, reaching, limit)).fetchall()]
     return _run(conn, table, bm25, expr, filters, limit)
+
+
+REACHING_MAX_WEAK = 6  # phrases below the floor alone combined into AND groups (at most C(6, 3) = 20 groups)
+
+
+def _reaching(ordered: list[str], bound: dict[str, float], floor: float) -> str | None:
+    """An FTS5 expression matching every row whose OR score could reach ``floor``: each phrase whose
+    bound alone could, and, of the weaker phrases, the AND of each smallest combination whose bounds
+    add up to ``floor`` (a row's score is at most the sum of its phrases' bounds, so a row holding
+    no such combination scores below floor). None when there are too many weak phrases to combine.
+
+    With floor a score the answer's limit-th row is known to reach, the full OR's best ``limit`` rows
+    all match this expression, with the same scores (the outer MATCH is the full OR): scoring only
+    these rows gives the full answer, row for row."""
+    strong = [p for p in ordered if not _below(bound[p], floor)]
+    weak = [p for p in ordered if _below(bound[p], floor)]
+    if len(weak) > REACHING_MAX_WEAK:
+        return None
+    groups: list[tuple[str, ...]] = []
+    for size in range(2, len(weak) + 1):
+        for group in combinations(weak, size):
+            if any(set(g) <= set(group) for g in groups):
+                continue  # a smaller group already matches every row this one would
+            if not _below(sum(bound[p] for p in group), floor):
+                groups.append(group)
+    parts = strong + ["(" + " AND ".join(g) + ")" for g in groups]
+    return " OR ".join(parts) if parts else None
 
 
 def _below(ceiling: float, floor: float) -> bool:

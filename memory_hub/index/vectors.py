@@ -91,7 +91,12 @@ ANN_ROWS_PER_PARTITION = 1024  # IVF partitions: rows / this (√rows-ish at 100
 # 8/18 0.92, 14/18 0.99). So three quarters: the gain is memory, not speed.
 ANN_PROBE_SHARE = 0.75
 ANN_MIN_PROBES = 8
-ANN_REFINE = 4  # candidates re-scored with their full vectors: limit × this
+# candidates re-scored with their full vectors: limit × this. The refine was a quarter of a 100k
+# query's LanceDB CPU (x4: ~41 ms, x2: ~35 ms, stand-in vectors, 403k rows); on SciFact with e5
+# (bench_ann.py --refines 4,2) x2 gives the same recall@100 (0.988 rows / 0.982 notes at 10/14
+# probes) and hybrid nDCG@10 (0.7311, exact 0.7310) as x4, and on the 100k stand-in table the same
+# top-100 rows for all 30 peer queries.
+ANN_REFINE = 2
 ANN_ROWS_PER_NOTE = 3  # rows fetched per note wanted (a long note's chunks compete with its note vector)
 ANN_IN_MAX = 20_000  # a scope of more notes than this is not sent as a path list: rows are over-fetched
 ANN_RETRAIN_SHARE = 0.2  # retrain the partitions once this share of rows came after the last training

@@ -109,13 +109,17 @@ class Searcher:
                     "the lexical channels only until embedding finishes (`memory-hub index`)")
         return result
 
-    def warm(self) -> None:
-        """Load the embedder, the vectors and the reranker now, and run one query through them."""
+    def warm(self, search: bool = False) -> None:
+        """Load the embedder, the vectors and the reranker now, and run one query through them;
+        ``search``: also one whole search in this searcher's mode, which reads what a first search
+        reads (the ANN index's partitions, the link graph, the vault-wide counts, the coverage)."""
         if has_vectors(self.store):
             self.vectors.size(self.store)
             self.embedder.embed_queries(["warm up"])
         if "rerank" in self.mode:
             _ = self.reranker
+        if search:
+            self.search("warm up", k=1)
 
     def sync_vectors(self, progress: bool | None = None, changes: Any = None) -> VectorReport:
         """Embed what changed since the last run (see ``VectorIndex.sync``; ``changes``: the lexical

@@ -163,6 +163,14 @@ def open_state(vault: Path, *, watch: bool = True, rescan_every: float | None = 
         team.start()
     if not warm:
         state.models_ready.set()
+    else:
+        # server.warm_at_start: the models, the vector index and one search's caches are read now, in
+        # the background, once the client's handshake is done (the first query then waits for none
+        # of it; an idle server holds them). By default the first search starts the warm-up instead.
+        starter = threading.Timer(BACKGROUND_DELAY, _warm_at_start, args=(state,))
+        starter.daemon = True
+        state.extras["_warm_timer"] = starter
+        starter.start()
     if hooks_socket:
         # The hooks' socket opens just after the handshake window, for the same reason. Models are
         # not loaded here: the first search starts that (state.ensure_warm), so an idle server stays
@@ -185,6 +193,19 @@ def open_state(vault: Path, *, watch: bool = True, rescan_every: float | None = 
     return state
 
 
+def _warm_at_start(state: ServerState) -> None:
+    """Start the warm-up now, with one whole search, when ``server.warm_at_start`` asks for it."""
+    from ..config import settings
+
+    try:
+        wanted = bool(settings(state.vault)["server.warm_at_start"])
+    except Exception as exc:  # noqa: BLE001 - a bad setting must not stop the server
+        log.warning("server.warm_at_start not read: %s", exc)
+        return
+    if wanted and not state.extras.get("_closed"):
+        state.ensure_warm(search=True)
+
+
 def _watch_team_vaults(state: ServerState, rescan_every: float | None) -> None:
     from .team_vaults import for_state
 
@@ -203,6 +224,9 @@ def close_state(state: ServerState) -> None:
     if health is not None:
         health[0].set()
         health[1].join(timeout=5)
+    warm_timer = state.extras.pop("_warm_timer", None)
+    if warm_timer is not None:
+        warm_timer.cancel()
     timer = state.extras.pop("_background_timer", None)
     if timer is not None:
         timer.cancel()

@@ -38,7 +38,7 @@ class SearcherLike(Protocol):
     def search(self, query: str, k: int = 10, filters: Filters | None = None, mode: str = ...,
                explain: bool = False) -> Any: ...
 
-    def warm(self) -> Any: ...
+    def warm(self, search: bool = False) -> Any: ...
 
 
 def make_searcher(vault: Path, store: Store) -> SearcherLike:
@@ -66,6 +66,7 @@ class ServerState:
     _vector_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _searcher_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _warm_thread: threading.Thread | None = field(default=None, repr=False)
+    _warm_search: bool = field(default=False, repr=False)
     index_problem: str | None = None  # the index was deleted and could not be recreated
     index_reopened: int = 0  # times the index was found deleted or replaced and reopened
     _index_id: tuple[int, int] | None = field(default=None, repr=False)
@@ -96,17 +97,22 @@ class ServerState:
         thread.start()
         return thread
 
-    def ensure_warm(self) -> None:
-        """Start loading the models in the background on first need (idempotent, never blocks)."""
+    def ensure_warm(self, search: bool = False) -> None:
+        """Start loading the models in the background on first need (idempotent, never blocks);
+        ``search``: the warm-up also runs one whole search (``server.warm_at_start``)."""
         if self.models_ready.is_set() or self._warm_thread is not None:
             return
         with self._searcher_lock:
             if self._warm_thread is None and not self.models_ready.is_set():
+                self._warm_search = search
                 self._warm_thread = self.warm_in_background()
 
     def _warm(self) -> None:
         try:
-            self.searcher.warm()
+            if self._warm_search:
+                self.searcher.warm(search=True)
+            else:
+                self.searcher.warm()
         except Exception as exc:  # noqa: BLE001 - a missing model degrades search, it must not kill the server
             self.models_error = f"{type(exc).__name__}: {exc}"
             log.warning("models could not be loaded; search stays lexical: %s", self.models_error)
