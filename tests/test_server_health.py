@@ -229,3 +229,32 @@ def test_a_note_whose_indexing_raises_never_wedges_the_watcher(tmp_path: Path) -
     assert watcher["alive"] and watcher["failed"] == ["a-hostile.md"], watcher
     assert out["status"]["problems"] >= 1
     assert out["fixed"] == ["a-hostile.md"] and "failed" not in out["after_fix"]["watcher"]
+
+
+_STUCK_CLEANUP = """
+import os, signal, sys, threading, time
+from memory_hub.server import run
+run.STOP_CLEANUP_SECONDS = 1.0
+run.close_state = lambda state: time.sleep(600)  # a clean-up that never ends (a lock held elsewhere)
+run._stop_stdio_on_signals([object()])
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_stuck_clean_up_does_not_keep_a_signalled_server_alive() -> None:
+    """SIGTERM / Ctrl-C leave within the clean-up's deadline even when the clean-up never finishes."""
+    for sig, code in ((signal.SIGTERM, 143), (signal.SIGINT, 130)):
+        proc = subprocess.Popen([sys.executable, "-c", _STUCK_CLEANUP], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=str(Path(__file__).resolve().parent.parent))
+        assert proc.stdout.readline().strip() == b"ready", proc.stderr.read().decode()[-2000:]
+        proc.send_signal(sig)
+        try:
+            rc = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"{sig.name}: the process did not leave") from None
+        err = proc.stderr.read().decode()
+        assert rc == code, (rc, err[-2000:])
+        assert "without finishing the clean-up" in err, err[-2000:]

@@ -345,6 +345,9 @@ def _serve_stdio(state: ServerState) -> None:
     StdioServer(state, INSTRUCTIONS, server_version()).serve()
 
 
+STOP_CLEANUP_SECONDS = 5.0  # what Ctrl-C / SIGTERM on stdio waits for the clean-up before leaving
+
+
 def _stop_stdio_on_signals(held: list[ServerState]) -> None:
     """Ctrl-C / SIGTERM on stdio: clean up and leave now.
 
@@ -353,9 +356,22 @@ def _stop_stdio_on_signals(held: list[ServerState]) -> None:
 
     def stop(signum: int, frame: Any) -> None:
         code = 130 if signum == signal.SIGINT else 143
-        for state in held:
-            with contextlib.suppress(Exception):
-                close_state(state)
+
+        def clean_up() -> None:
+            for state in held:
+                with contextlib.suppress(Exception):
+                    close_state(state)
+
+        # The handler runs in the main thread between two of its bytecodes, so a lock that the
+        # main thread holds at that moment cannot be taken by the clean-up: run it in a thread of
+        # its own and leave after STOP_CLEANUP_SECONDS whatever it is waiting for (the full suite
+        # once saw a SIGTERM during the model's load never end the process).
+        cleaner = threading.Thread(target=clean_up, name="memory-hub-stop", daemon=True)
+        cleaner.start()
+        cleaner.join(STOP_CLEANUP_SECONDS)
+        if cleaner.is_alive():
+            print(f"leaving without finishing the clean-up (still busy after {STOP_CLEANUP_SECONDS:g} s)",
+                  file=sys.stderr)
         if signum == signal.SIGINT:
             print("interrupted", file=sys.stderr)
         exit_now(code)
