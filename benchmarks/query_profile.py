@@ -86,17 +86,10 @@ class TimedConnection(sqlite3.Connection):
 
 
 def _connect(path: Path, busy_ms: int = 30_000, named_rows: bool = True) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False,
-                           factory=TimedConnection)
-    if named_rows:
-        conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA foreign_keys = ON")
-    return conn
+    return _plain_connect(path, busy_ms, named_rows, factory=TimedConnection)
 
 
+_plain_connect = store_mod.connect
 store_mod.connect = _connect  # type: ignore[assignment]
 
 

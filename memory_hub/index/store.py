@@ -132,10 +132,13 @@ CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
 {USAGE_SCHEMA}"""
 
 
-def connect(path: Path, busy_ms: int = 30_000, named_rows: bool = True) -> sqlite3.Connection:
+def connect(path: Path, busy_ms: int = 30_000, named_rows: bool = True,
+            factory: type[sqlite3.Connection] = sqlite3.Connection) -> sqlite3.Connection:
     """Open a connection with the settings every user of the index relies on (recall's own index
-    too, which waits ``busy_ms`` less and reads plain tuples: a warm open makes one a note)."""
-    conn = sqlite3.connect(path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False)
+    too, which waits ``busy_ms`` less and reads plain tuples: a warm open makes one a note).
+    ``factory``: a ``sqlite3.Connection`` subclass (``benchmarks/query_profile.py`` times statements)."""
+    conn = sqlite3.connect(path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False,
+                           factory=factory)
     if named_rows:
         conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
