@@ -114,6 +114,21 @@ class Server:
         self.reader.join(5)
 
 
+def _where_it_stopped(team: Path, server: Server) -> str:
+    """For a failure message: whether the edited note reached the team vault's index (the watcher's
+    part) or not, and the server's last words."""
+    import sqlite3
+
+    from memory_hub.config import DB_FILENAME, INDEX_DIRNAME
+
+    conn = sqlite3.connect(team / INDEX_DIRNAME / DB_FILENAME)
+    try:
+        indexed = bool(conn.execute("SELECT 1 FROM notes WHERE path = 'runbooks/etcd.md'").fetchall())
+    finally:
+        conn.close()
+    return f"in the team vault's index: {indexed}; server stderr: {''.join(server.lines)[-3000:]!r}"
+
+
 def poll(check, what: str, bound: float = 60.0):  # noqa: ANN001, ANN201
     deadline = time.monotonic() + bound
     while True:
@@ -186,9 +201,12 @@ def test_a_running_server_keeps_its_team_vaults_fresh(team_setup) -> None:
         # edited by hand in the team vault, nothing run: only the watcher can tell the server
         _write(team, {"runbooks/etcd.md": "---\ntitle: Etcd defrag\n---\n# Etcd defrag\n\n"
                                           "Defragment the zqyetcdword members one at a time.\n"})
-        poll(lambda: "platform:runbooks/etcd.md" in hook(personal, f"edit-{next(n)}", project,
-                                                          "etcd defragment zqyetcdword members"),
-             "a hand-edited team note recalled through the running server")
+        try:
+            poll(lambda: "platform:runbooks/etcd.md" in hook(personal, f"edit-{next(n)}", project,
+                                                              "etcd defragment zqyetcdword members"),
+                 "a hand-edited team note recalled through the running server")
+        except AssertionError as exc:  # seen once in CI (2026-12-03): say where the edit stopped
+            raise AssertionError(f"{exc}\n{_where_it_stopped(team, server)}") from None
         assert "platform:runbooks/etcd.md" in hook(personal, "edit-final", project, "etcd defragment zqyetcdword")
         assert recall_of(personal, "edit-final")["served_by"] == "warm"  # through the server, not a cold process
         # `memory-hub search` asks the running server for its team vaults too
