@@ -248,3 +248,29 @@ def test_a_watched_team_vault_embeds_a_hand_edit_once_its_vectors_are_open(two_v
             time.sleep(0.2)
     finally:
         close_state(state)
+
+
+def test_a_team_vault_edited_before_its_watcher_started_is_caught_up(two_vaults) -> None:
+    """An edit made after the team vault was opened but before its watcher's watches were in place
+    (no event will ever come for it) is indexed when the watcher starts, not at the periodic rescan
+    (off here). The full suite in a fresh clone twice missed such an edit for 60 s."""
+    import time
+
+    from memory_hub.server.run import close_state, open_state
+    from memory_hub.server.team_vaults import for_state
+
+    personal, team, _ = two_vaults
+    state = open_state(personal, watch=False, warm=False, hooks_socket=False)
+    try:
+        vaults = for_state(state)
+        ref = vaults.vaults.get("platform")
+        store = vaults.searcher(ref).store  # opened (and synced) as the server's first team search does
+        (team / "runbooks" / "etcd.md").write_text("# Etcd defrag\n\nDefragment the members one by one.\n",
+                                                   encoding="utf-8")
+        vaults.watch(None)
+        deadline = time.monotonic() + 30
+        while not store.conn.execute("SELECT 1 FROM notes WHERE path = 'runbooks/etcd.md'").fetchone():
+            assert time.monotonic() < deadline, "the edit made before the watcher started was never indexed"
+            time.sleep(0.1)
+    finally:
+        close_state(state)

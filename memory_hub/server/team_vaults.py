@@ -99,8 +99,13 @@ class TeamVaults:
                 continue
             try:
                 searcher = self.searcher(ref)
-                self.watchers[ref.name] = Watcher(ref.path, searcher.store, rescan_every=rescan_every,
-                                                  on_synced=_embed_changes(searcher, ref.name)).start()
+                watcher = Watcher(ref.path, searcher.store, rescan_every=rescan_every,
+                                  on_synced=_embed_changes(searcher, ref.name)).start()
+                # what changed before its watches were in place (while no server ran, or in the
+                # seconds before this timer fired) raised no event: catch up once, as the
+                # server's own vault does, instead of waiting for the periodic rescan
+                watcher.request_full()
+                self.watchers[ref.name] = watcher
             except Exception as exc:  # noqa: BLE001 - searched on demand, refreshed by recall's walk instead
                 log.warning("team vault %s is not watched (searches sync it on first use only): %s", ref.name, exc)
                 continue
