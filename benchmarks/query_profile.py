@@ -20,7 +20,6 @@ import json
 import os
 import re
 import sqlite3
-import statistics
 import sys
 import threading
 import time
@@ -30,6 +29,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.append(str(REPO))  # appended: a PYTHONPATH naming another tree (the code before a change) wins
+
+from common import DEFAULT_DATA, spread  # noqa: E402
 
 from memory_hub.index import store as store_mod  # noqa: E402
 
@@ -98,12 +99,13 @@ def _on(flag: bool) -> None:
     _GLOBAL["on"] = flag
 
 
-def spread(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    s = sorted(values)
-    return {"median": round(statistics.median(s), 2), "p95": round(s[min(len(s) - 1, int(0.95 * len(s)))], 2),
-            "max": round(s[-1], 2), "n": len(s)}
+def _queries(path: Path | None, data: Path) -> list[str]:
+    """The queries of ``path`` (one a line), else the peers' hub queries (``bench_scale.hub_queries``)."""
+    if path is None:
+        from bench_scale import hub_queries
+
+        return hub_queries(data)
+    return [q.strip() for q in path.read_text(encoding="utf-8").splitlines() if q.strip()]
 
 
 def main() -> int:
@@ -113,14 +115,15 @@ def main() -> int:
     ap.add_argument("vault", type=Path)
     ap.add_argument("--modes", default="hybrid+graph,lexical")
     ap.add_argument("--rounds", type=int, default=2, help="rounds after the warming one")
-    ap.add_argument("--queries", type=Path, default=Path("/work/shared/peers/hub-queries.txt"),
-                    help="one query a line (default: the peers' 30 obsidian-hub queries, as bench_scale reads them)")
+    ap.add_argument("--queries", type=Path, default=None,
+                    help="one query a line (default: the peers' 30 obsidian-hub queries beside --data)")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder (default ../shared/data)")
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--path-prefix", default=None)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--top", type=int, default=15)
     args = ap.parse_args()
-    queries = [q.strip() for q in args.queries.read_text().splitlines() if q.strip()]
+    queries = _queries(args.queries, args.data)
     from memory_hub.index.lexical import Filters
 
     filters = Filters(path_prefix=args.path_prefix) if args.path_prefix else None
@@ -162,9 +165,9 @@ def main() -> int:
         top = sorted(by_shape.items(), key=lambda kv: -sum(kv[1]))[:args.top]
         report = {
             "warming_round_s": round(warm_s, 2),
-            "stages_ms": {k: spread(v) for k, v in sorted(stages.items())},
-            "statements_per_query": spread([p["statements"] for p in per_query]),
-            "sql_ms_main_thread": spread([p["sql_ms_main"] for p in per_query]),
+            "stages_ms": {k: spread(v, digits=2) for k, v in sorted(stages.items())},
+            "statements_per_query": spread([p["statements"] for p in per_query], digits=2),
+            "sql_ms_main_thread": spread([p["sql_ms_main"] for p in per_query], digits=2),
             "top_statements": [{"sql": sh, "runs": len(v), "total_ms": round(sum(v), 1), "max_ms": round(max(v), 2),
                                 "rows": rows_by_shape[sh]} for sh, v in top],
             "slowest_queries": sorted(per_query, key=lambda p: -p["wall_ms"])[:8],

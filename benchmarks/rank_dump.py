@@ -20,6 +20,9 @@ from pathlib import Path
 
 
 def main() -> int:
+    from bench_scale import hub_queries
+    from common import DEFAULT_DATA
+
     from memory_hub.index import lexical
     from memory_hub.index.terms import analyze_query
     from memory_hub.retrieval.searcher import Searcher
@@ -28,9 +31,11 @@ def main() -> int:
     ap.add_argument("vault", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--modes", default="hybrid+graph,lexical")
-    ap.add_argument("--queries", type=Path, default=Path("/work/shared/peers/hub-queries.txt"))
+    ap.add_argument("--queries", type=Path, default=None, help="one query a line (default: the peers' hub queries)")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder (default ../shared/data)")
     args = ap.parse_args()
-    queries = [q.strip() for q in args.queries.read_text().splitlines() if q.strip()]
+    queries = hub_queries(args.data) if args.queries is None else [
+        q.strip() for q in args.queries.read_text(encoding="utf-8").splitlines() if q.strip()]
     searcher = Searcher(args.vault)
     conn = searcher.store.conn
     out = {}

@@ -158,6 +158,17 @@ def _start_loading(vault: Path) -> subprocess.Popen:
     return proc
 
 
+def _exit_of(proc: subprocess.Popen, failure: str, timeout: float = 30) -> tuple[int, str]:
+    """The process's exit status and stderr once it leaves; killed and ``failure`` raised if it does not."""
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(failure) from None
+    return rc, proc.stderr.read().decode()
+
+
 @pytest.mark.parametrize("how,code", [("stdin-closed", 0), ("ctrl-c", 130), ("sigterm", 143)])
 def test_leaving_while_the_model_loads_is_clean(vector_vault: Path, how: str, code: int) -> None:
     proc = _start_loading(vector_vault)
@@ -165,13 +176,7 @@ def test_leaving_while_the_model_loads_is_clean(vector_vault: Path, how: str, co
         proc.stdin.close()
     else:
         proc.send_signal(signal.SIGINT if how == "ctrl-c" else signal.SIGTERM)
-    try:
-        rc = proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise AssertionError(f"{how}: the server did not exit") from None
-    err = proc.stderr.read().decode()
+    rc, err = _exit_of(proc, f"{how}: the server did not exit")
     assert proc.models_were_loading, "the model had finished loading: nothing was tested"  # type: ignore[attr-defined]
     assert rc == code, (rc, err[-2000:])
     assert "terminate called" not in err and "Traceback" not in err, err[-2000:]
@@ -249,12 +254,6 @@ def test_a_stuck_clean_up_does_not_keep_a_signalled_server_alive() -> None:
                                 cwd=str(Path(__file__).resolve().parent.parent))
         assert proc.stdout.readline().strip() == b"ready", proc.stderr.read().decode()[-2000:]
         proc.send_signal(sig)
-        try:
-            rc = proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise AssertionError(f"{sig.name}: the process did not leave") from None
-        err = proc.stderr.read().decode()
+        rc, err = _exit_of(proc, f"{sig.name}: the process did not leave")
         assert rc == code, (rc, err[-2000:])
         assert "without finishing the clean-up" in err, err[-2000:]

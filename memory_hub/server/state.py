@@ -109,10 +109,7 @@ class ServerState:
 
     def _warm(self) -> None:
         try:
-            if self._warm_search:
-                self.searcher.warm(search=True)
-            else:
-                self.searcher.warm()
+            self.searcher.warm(search=self._warm_search)
         except Exception as exc:  # noqa: BLE001 - a missing model degrades search, it must not kill the server
             self.models_error = f"{type(exc).__name__}: {exc}"
             log.warning("models could not be loaded; search stays lexical: %s", self.models_error)
