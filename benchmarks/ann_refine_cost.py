@@ -14,6 +14,9 @@ import numpy as np
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
+from bench_scale import hub_queries  # noqa: E402
+from common import DEFAULT_DATA  # noqa: E402
+
 from memory_hub.index import vectors as V  # noqa: E402
 from memory_hub.index.embed.loader import load_embedder  # noqa: E402
 from memory_hub.index.store import Store  # noqa: E402
@@ -22,7 +25,7 @@ vault = Path(sys.argv[1])
 emb = load_embedder(os.environ.get("MEMORY_HUB_EMBEDDER"))
 vi = V.VectorIndex(vault, emb)
 st = Store(vault)
-qs = [q.strip() for q in Path("/work/shared/peers/hub-queries.txt").read_text().splitlines() if q.strip()]
+qs = hub_queries(DEFAULT_DATA)
 qv = [np.asarray(emb.embed_queries([q])[0], dtype=np.float32) for q in qs]
 for v in qv:
     vi.search_notes(st, v, None, 100)

@@ -24,18 +24,23 @@ from mcp_client import StdioClient, rss_mb  # noqa: E402
 
 
 def main() -> int:
+    from bench_scale import hub_queries
+    from common import DEFAULT_DATA
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("vault")
     ap.add_argument("--settle", type=float, default=0.0)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--warm", action="store_true")
-    ap.add_argument("--queries", type=Path, default=Path("/work/shared/peers/hub-queries.txt"))
+    ap.add_argument("--queries", type=Path, default=None, help="one query a line (default: the peers' hub queries)")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder (default ../shared/data)")
     args = ap.parse_args()
     env = {**os.environ, "MEMORY_HUB_LOG": "warning"}
     env.pop("MEMORY_HUB_WARM_AT_START", None)
     if args.warm:
         env["MEMORY_HUB_WARM_AT_START"] = "1"
-    queries = [q.strip() for q in args.queries.read_text().splitlines() if q.strip()][:3]
+    queries = (hub_queries(args.data) if args.queries is None else [
+        q.strip() for q in args.queries.read_text(encoding="utf-8").splitlines() if q.strip()])[:3]
     memory_hub = str(Path(sys.executable).parent / "memory-hub")
     runs = []
     for _ in range(args.runs):
