@@ -444,8 +444,14 @@ def one_edit(row: dict[str, Any], vault: Path, env: dict[str, str], n: int) -> N
     row["edit_to_searchable_s"] = row["edit_to_searchable"]["median"]
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
+def plot(rows: list[dict[str, Any]], path: Path) -> bool:
+    """Draw the curves to ``path``; False (and a word on stderr) when matplotlib is missing."""
+    try:
+        import matplotlib
+    except ImportError:  # the JSON is written already; say so rather than lose the run's table
+        print(f"plot skipped: matplotlib is not installed ({path.name} not drawn; "
+              "`.venv/bin/pip install matplotlib` to draw it)", file=sys.stderr)
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -468,6 +474,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path)
+    return True
 
 
 def main() -> int:
@@ -506,6 +513,7 @@ def main() -> int:
     if args.merge and previous.exists():
         rows = json.loads(previous.read_text())["sizes"]
     ann = REPO / "benchmarks" / "results" / "ann.json"
+    drawn = False
     for label in args.sizes.split(","):
         new = one_size(label, args, queries, standin)
         old = next((r for r in rows if r["notes"] == new["notes"]), None)
@@ -521,7 +529,7 @@ def main() -> int:
                "notes": "vectors by the stand-in embedder (cost only); ANN recall/nDCG with real e5: ann.json",
                **({"ann": json.loads(ann.read_text())["results"]} if ann.exists() else {})}
         path = write_result(args.out, out)  # after every size: a long run that is stopped keeps what it measured
-        plot(rows, path.with_suffix(".png"))
+        drawn = plot(rows, path.with_suffix(".png"))
     print_table([{k: r.get(k) for k in ("notes", "chunks", "cold_lexical_s", "nochange_sync_s", "edit_to_searchable_s",
                                         "hybrid_graph_p50_ms", "hybrid_graph_p95_ms", "lexical_p95_ms",
                                         "lexical_filtered_p95_ms", "idle_rss_mb", "serving_rss_mb", "ready_s",
@@ -529,7 +537,7 @@ def main() -> int:
                 ["notes", "chunks", "cold_lexical_s", "nochange_sync_s", "edit_to_searchable_s", "hybrid_graph_p50_ms",
                  "hybrid_graph_p95_ms", "lexical_p95_ms", "lexical_filtered_p95_ms", "idle_rss_mb", "serving_rss_mb",
                  "ready_s", "status_s", "index_disk_mb"])
-    print("written", path, path.with_suffix(".png"))
+    print("written", path, *([path.with_suffix(".png")] if drawn else ["(no plot)"]))
     return 0
 
 

@@ -134,8 +134,8 @@ def test_in_memory_graph_answers_as_sql_and_follows_syncs(make_vault) -> None:
     fresh = graph.cached(conn)
     assert fresh is not links
     assert fresh.adjacency(everyone) == graph.adjacency(conn, everyone)
-    assert ids["later.md"] in fresh.near[ids["hub.md"]] and ids["pair.md"] in fresh.near[ids["later.md"]]
-    assert ids["n4.md"] not in fresh.near[ids["hub.md"]]
+    assert ids["later.md"] in fresh.neighbours(ids["hub.md"]) and ids["pair.md"] in fresh.neighbours(ids["later.md"])
+    assert ids["n4.md"] not in fresh.neighbours(ids["hub.md"])
     assert cache.ranked_ids(conn) == ids
 
     (vault / "pair.md").unlink()
@@ -216,3 +216,14 @@ def test_a_cached_value_missed_by_two_threads_at_once_is_built_once(tmp_path) ->
     for t in threads:
         t.join()
     assert got == [42, 42] and len(builds) == 1
+
+
+def test_in_memory_graph_of_a_vault_without_links(make_vault) -> None:
+    """No resolved link at all (every target dangles): every note has no neighbour, none is a hub,
+    and asking for an id the index never had answers empty rather than failing."""
+    vault, store = make_vault({"a.md": "[[nowhere]]\n", "b.md": "plain text\n"})
+    ids = _ids(store)
+    links = graph.LinkGraph(store.conn)
+    assert links.adjacency(ids.values()) == {i: frozenset() for i in ids.values()}
+    assert links.hubs(ids.values(), 0) == set()
+    assert links.neighbours(10**9) == frozenset() and 10**9 not in links and links.degree(-1) == 0

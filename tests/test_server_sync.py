@@ -55,7 +55,7 @@ def test_the_servers_post_sync_step_reads_what_the_next_search_would(template_va
     state.sync_vectors(report)
     assert cache._values[(db, "link_graph")][0] == now
     new_id = state.store.note_row("inbox/warmed.md")["id"]
-    assert new_id in graph.cached(conn).near  # the graph it left holds the new note's link
+    assert new_id in graph.cached(conn)  # the graph it left holds the new note's link
     assert (lexical._generation(conn), "\0ranked") in lexical._df_cache
     graph_made, counts_made = cache._values[(db, "link_graph")], lexical._df_cache[(lexical._generation(conn), "\0ranked")]
     unchanged = sync(vault, store=state.store, only=[], progress=False)
@@ -110,7 +110,7 @@ def test_the_start_up_catch_up_warms_a_new_process_and_counts_coverage_outside_t
     out = state.sync_vectors(report)
     assert out is not None and out.notes_embedded == 1  # the new note, and only it
     assert seen == {"graph_ready": True, "lock_held": False}
-    assert state.store.note_row("inbox/catch-up.md")["id"] in graph.cached(conn).near
+    assert state.store.note_row("inbox/catch-up.md")["id"] in graph.cached(conn)
     have, ranked = real_covered(state.store)
     assert have == ranked and vectors._covered is not None
 
