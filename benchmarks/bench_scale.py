@@ -170,11 +170,13 @@ def measure_server(vault: Path, env: dict[str, str], queries: list[str], rounds:
         timings = time_queries(client, queries, rounds, prefix, mode)
         serving = rss_mb(client.pid)
         watcher = edit_through_watcher(client, vault)
+        watcher_vec = edit_through_watcher(client, vault, mode="vector") if vectors else None
     finally:
         client.close()
     return {"ready_s": round(ready_s, 3), "idle_rss_mb": round(idle, 1), "serving_rss_mb": round(serving, 1),
             "query_mode": mode, **{f"{k}_ms": spread(v, 1000, 2) for k, v in timings.items()},
-            "watcher_edit_to_searchable": spread(watcher) if watcher else None}
+            "watcher_edit_to_searchable": spread(watcher) if watcher else None,
+            "watcher_edit_to_vector_searchable": spread(watcher_vec) if watcher_vec else None}
 
 
 def fresh_server(vault: Path, env: dict[str, str], queries: list[str], mode: str, n: int = 5,
@@ -244,24 +246,48 @@ def edit_target(vault: Path) -> Path:
     return sorted(concepts.rglob("*.md"))[0] if concepts.is_dir() else sorted(vault.rglob("*.md"))[0]
 
 
-def edit_through_watcher(client: StdioClient, vault: Path, edits: int = 3, deadline_s: float = 60.0) -> list[float]:
-    """Seconds from writing a new word into a note until the running server's ``search`` finds it
-    (lexically): the watcher's one-file sync, as an agent sees it."""
+def _paragraph(seed: str, words: int = 40) -> str:
+    """A paragraph of made-up words no note holds (its vector points nowhere else)."""
+    import hashlib
+
+    out = []
+    for i in range(words):
+        h = hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()
+        out.append("".join(chr(ord("a") + int(c, 16) % 26) for c in h[:8]))
+    return " ".join(out)
+
+
+def edit_through_watcher(client: StdioClient, vault: Path, edits: int = 3, deadline_s: float = 60.0,
+                         mode: str = "lexical") -> list[float]:
+    """Seconds from writing new text into a note until the running server's ``search`` finds it:
+    the watcher's one-file sync, as an agent sees it. ``mode`` "lexical": a new word, found by a
+    lexical search; "vector": a new paragraph of made-up words, found when a vector-only search for
+    it returns the note with that paragraph as its passage (re-embedded, the table re-read)."""
     note = edit_target(vault)
+    rel = note.relative_to(vault).as_posix()
     original = note.read_bytes()
     out: list[float] = []
+
+    def found(text: str) -> bool:
+        hits = structured(client.call("search", {"query": text, "k": 3, "mode": mode})).get("results") or []
+        if mode == "lexical":
+            return bool(hits)
+        first = text.split()[0]  # the new passage itself: the note's best passage is the new one
+        return any(h.get("path") == rel and first in (h.get("snippet") or "") for h in hits)
+
     try:
         for i in range(edits):
             word = f"zqwatch{i}x{int(time.time())}"
-            note.write_bytes(original + f"\n\n{word}\n".encode())
+            text = word if mode == "lexical" else _paragraph(word)
+            assert not found(text), "the note answers the new text before the edit"
+            note.write_bytes(original + f"\n\n{text}\n".encode())
             t0 = time.perf_counter()
             while time.perf_counter() - t0 < deadline_s:
-                found = structured(client.call("search", {"query": word, "k": 3, "mode": "lexical"}))
-                if found.get("results"):
+                if found(text):
                     out.append(time.perf_counter() - t0)
                     break
                 time.sleep(0.05)
-            time.sleep(0.5)
+            time.sleep(0.5 if mode == "lexical" else 3.0)  # vectors: let the fold-in after the sync finish
     finally:
         note.write_bytes(original)
     return out
@@ -312,6 +338,7 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
         server = measure_server(vault, env, queries, args.rounds, top, with_vectors)
         row.update(server)
         row["watcher_edit_to_searchable_s"] = (server["watcher_edit_to_searchable"] or {}).get("median")
+        row["watcher_edit_to_vector_searchable_s"] = (server["watcher_edit_to_vector_searchable"] or {}).get("median")
         row["hybrid_graph_p50_ms"] = server["hybrid_graph_ms"]["median"]
         row["hybrid_graph_p95_ms"] = server["hybrid_graph_ms"]["p95"]
         row["lexical_p95_ms"] = server["lexical_ms"]["p95"]
