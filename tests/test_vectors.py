@@ -453,3 +453,22 @@ def test_versions_are_kept_below_the_threshold(vault, embedder, monkeypatch) -> 
     # a sync that writes nothing never prunes, whatever the count (it does not even open the table)
     monkeypatch.setattr(vectors_mod, "PRUNE_EVERY_VERSIONS", 1)
     assert vi.sync(store, progress=False).pruned is None
+
+
+def test_lancedb_logs_only_errors_unless_the_user_asks_for_more() -> None:
+    """Folding an edit into a large ANN index made LanceDB write ~40 "partition N is empty,
+    skipping" WARN lines to a running server's stderr (its MCP client's log) per edit. Its Rust
+    logger reads ``LANCEDB_LOG`` once, at the first import: ``import_lancedb`` defaults it to
+    errors, and keeps what the user set."""
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import os; from memory_hub.index.vectors import import_lancedb; import_lancedb(); "
+             "import lancedb; print(os.environ.get('LANCEDB_LOG'))")
+    env = {k: v for k, v in os.environ.items() if k != "LANCEDB_LOG"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == "error", out.stdout + out.stderr[-400:]
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                         env={**env, "LANCEDB_LOG": "debug"})
+    assert out.returncode == 0 and out.stdout.strip() == "debug", out.stdout + out.stderr[-400:]

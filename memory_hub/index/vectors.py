@@ -144,7 +144,14 @@ def import_lancedb() -> Any:
         return _import_lancedb()
 
 
+LOG_ENV = "LANCEDB_LOG"  # LanceDB's Rust logger reads it once, when the module is first imported
+
+
 def _import_lancedb() -> Any:
+    # Folding new rows into the ANN index at 100k notes wrote ~40 "partition N is empty, skipping"
+    # WARN lines to stderr per edit (a running server's stderr is its MCP client's log). Only
+    # errors by default; a LANCEDB_LOG the user set (e.g. "debug") is left as it is.
+    os.environ.setdefault(LOG_ENV, "error")
     if "lancedb" in sys.modules:
         import lancedb  # waits for an import another thread (or plain code) has under way
 
