@@ -227,3 +227,44 @@ def test_in_memory_graph_of_a_vault_without_links(make_vault) -> None:
     assert links.adjacency(ids.values()) == {i: frozenset() for i in ids.values()}
     assert links.hubs(ids.values(), 0) == set()
     assert links.neighbours(10**9) == frozenset() and 10**9 not in links and links.degree(-1) == 0
+
+
+def test_the_in_memory_graph_is_rebuilt_only_when_links_change(make_vault) -> None:
+    """At 100k notes rebuilding the graph is 0.7 s of CPU, and the server's watcher did it after
+    every edit before re-embedding the note. An edit of a note's text that leaves its resolved links
+    as they were keeps the graph; adding a link, removing one, deleting a linked note or making a
+    dangling link resolve rebuilds it — and after every step it answers as the SQL adjacency."""
+    from memory_hub.index.sync import sync
+
+    files = {"a.md": "see [[b]]\n", "b.md": "plain\n", "c.md": "see [[missing]] and [[a]] [[a]]\n"}
+    vault, store = make_vault(files)
+    conn = store.conn
+
+    def same_as_sql(links: graph.LinkGraph) -> None:
+        ids = list(_ids(store).values())
+        assert links.adjacency(ids) == graph.adjacency(conn, ids)
+
+    def step(path: str, text: str | None) -> graph.LinkGraph:
+        before = graph.cached(conn)
+        if text is None:
+            (vault / path).unlink()
+        else:
+            (vault / path).write_text(text, encoding="utf-8")
+        sync(vault, store=store, progress=False)
+        after = graph.cached(conn)
+        same_as_sql(after)
+        return before, after
+
+    same_as_sql(graph.cached(conn))
+    before, after = step("a.md", "see [[b]]\n\nmore words, same link\n")
+    assert after is before  # the text changed, the links did not
+    before, after = step("c.md", "see [[missing]] and [[a]]\n")  # a duplicate link dropped: same edges
+    assert after is before
+    before, after = step("b.md", "now [[c]]\n")
+    assert after is not before  # a new edge
+    before, after = step("missing.md", "here now\n")
+    assert after is not before  # c's dangling link resolved
+    before, after = step("b.md", "no links\n")
+    assert after is not before  # an edge gone
+    before, after = step("a.md", None)
+    assert after is not before  # a linked note deleted

@@ -50,7 +50,7 @@ def test_the_servers_post_sync_step_reads_what_the_next_search_would(template_va
     report = sync(vault, store=state.store, only=["inbox/warmed.md"], progress=False)
     assert report.changed
     conn = state.store.conn
-    db, now = cache.stamp(conn)
+    db, now = cache.stamp(conn, graph.GRAPH_KEYS)  # the graph follows link changes (the new note has one)
     assert cache._values.get((db, "link_graph"), ("", None))[0] != now  # the sync made it stale
     state.sync_vectors(report)
     assert cache._values[(db, "link_graph")][0] == now
@@ -61,7 +61,7 @@ def test_the_servers_post_sync_step_reads_what_the_next_search_would(template_va
     unchanged = sync(vault, store=state.store, only=[], progress=False)
     assert not unchanged.changed
     assert state.sync_vectors(unchanged) is None  # nothing changed: no vector sync, nothing built again
-    assert cache._values[(db, "link_graph")] is graph_made and cache.stamp(conn) == (db, now)
+    assert cache._values[(db, "link_graph")] is graph_made and cache.stamp(conn, graph.GRAPH_KEYS) == (db, now)
     assert lexical._df_cache[(lexical._generation(conn), "\0ranked")] is counts_made
 
 
@@ -86,7 +86,8 @@ def test_the_start_up_catch_up_warms_a_new_process_and_counts_coverage_outside_t
     assert not unchanged.changed
     assert state.sync_vectors(unchanged) is None
     db, now = cache.stamp(conn)
-    assert cache._values[(db, "link_graph")][0] == now and cache._values[(db, "ranked_note_ids")][0] == now
+    assert cache._values[(db, "link_graph")][0] == cache.stamp(conn, graph.GRAPH_KEYS)[1]
+    assert cache._values[(db, "ranked_note_ids")][0] == now
 
     seen: dict[str, object] = {}
     searcher = state.searcher
@@ -94,7 +95,7 @@ def test_the_start_up_catch_up_warms_a_new_process_and_counts_coverage_outside_t
     real_covered = vectors.notes_covered
 
     def vector_sync(**kwargs):  # noqa: ANN003, ANN202
-        stamp = cache.stamp(conn)
+        stamp = cache.stamp(conn, graph.GRAPH_KEYS)
         seen["graph_ready"] = cache._values.get((stamp[0], "link_graph"), ("", None))[0] == stamp[1]
         return real_sync(**kwargs)
 

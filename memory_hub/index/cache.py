@@ -13,6 +13,7 @@ writes it, and a sync that found nothing to do must not throw the copies away.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ T = TypeVar("T")
 
 NOTES_CHANGED = "notes_changed_at"  # meta: when any note row last changed (later stages compare it)
 LINKS_RESOLVED = "links_resolved_at"  # meta: when links were last re-resolved (per-process caches compare it)
+LINKS_CHANGED = "links_changed_at"  # meta: when any note's resolved links last changed (the link graph compares it)
 STAMP_KEYS = (LINKS_RESOLVED, NOTES_CHANGED)  # meta keys whose values make the stamp
 
 
@@ -32,7 +34,6 @@ def _stamp_sql(keys: tuple[str, ...]) -> str:
             f"(SELECT key, value FROM meta WHERE key IN ({listed}) ORDER BY key))")
 
 
-_STAMP_SQL = _stamp_sql(STAMP_KEYS)
 _values: dict[tuple[str, str], tuple[str, Any]] = {}
 _lock = threading.Lock()
 # A fresh server's first search and its start-up catch-up (``warm_caches``) missed together and both
@@ -66,15 +67,32 @@ def pinned(conn: sqlite3.Connection) -> dict[str, Any] | None:
     return _pin.seen if getattr(_pin, "conn", None) is conn else None  # type: ignore[no-any-return]
 
 
+_SHARED_KEYS = (LINKS_CHANGED, LINKS_RESOLVED, NOTES_CHANGED)  # read together: one statement a search
+_SHARED_SQL = ("SELECT (SELECT file FROM pragma_database_list WHERE name = 'main'), "
+               "(SELECT json_group_object(key, value) FROM meta WHERE key IN ("
+               + ", ".join(f"'{k}'" for k in _SHARED_KEYS) + "))")
+
+
 def stamp(conn: sqlite3.Connection, keys: tuple[str, ...] = STAMP_KEYS) -> tuple[str, str]:
     """(the index file, what its last change was): equal stamps, equal notes and links.
-    ``keys``: the meta keys read (the default: every note and link change)."""
+    ``keys``: the meta keys read (the default: every note and link change). Keys among the usual
+    ones (notes, links) are read in one statement, once per ``one_look`` block, whichever asks."""
     seen = pinned(conn)
     slot = "stamp" if keys == STAMP_KEYS else "stamp:" + ",".join(keys)
     if seen is not None and slot in seen:
         return seen[slot]  # type: ignore[no-any-return]
-    db, changed = conn.execute(_STAMP_SQL if keys == STAMP_KEYS else _stamp_sql(keys)).fetchone()
-    found = (str(db), str(changed))
+    if set(keys) <= set(_SHARED_KEYS):
+        shared = seen.get("shared") if seen is not None else None
+        if shared is None:
+            db, values = conn.execute(_SHARED_SQL).fetchone()
+            shared = (str(db), json.loads(values or "{}"))
+            if seen is not None:
+                seen["shared"] = shared
+        db, values = shared
+        found = (db, ";".join(f"{k}={values[k]}" for k in sorted(keys) if k in values))
+    else:
+        db, changed = conn.execute(_stamp_sql(keys)).fetchone()
+        found = (str(db), str(changed))
     if seen is not None:
         seen[slot] = found
     return found

@@ -212,6 +212,7 @@ def _delete(store: Store, conn: sqlite3.Connection, path: str) -> None:
     if row:
         lexical.delete_note(conn, int(row[0]))
         conn.execute("DELETE FROM links WHERE source_id = ?", (int(row[0]),))
+        graph.links_changed(conn)  # its links, and the links to it (they dangle until re-resolved)
         conn.execute("DELETE FROM notes WHERE id = ?", (int(row[0]),))
     conn.execute("DELETE FROM problems WHERE path = ?", (path,))
     _paths_changed(store, conn)
