@@ -56,7 +56,7 @@ from benchmarks.common import (  # noqa: E402
     spread,
     write_result,
 )
-from benchmarks.mcp_client import StdioClient, rss_mb, structured  # noqa: E402
+from benchmarks.mcp_client import StdioClient, memory_split, rss_mb, structured  # noqa: E402
 
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
 STAGES = ("cold", "vectors", "sync", "edit", "status", "server", "fresh", "hook")
@@ -169,12 +169,13 @@ def measure_server(vault: Path, env: dict[str, str], queries: list[str], rounds:
             wait_for_vectors(client, queries[0], mode)
         timings = time_queries(client, queries, rounds, prefix, mode)
         serving = rss_mb(client.pid)
+        split = memory_split(client.pid)
         watcher = edit_through_watcher(client, vault)
         watcher_vec = edit_through_watcher(client, vault, mode="vector") if vectors else None
     finally:
         client.close()
     return {"ready_s": round(ready_s, 3), "idle_rss_mb": round(idle, 1), "serving_rss_mb": round(serving, 1),
-            "query_mode": mode, **{f"{k}_ms": spread(v, 1000, 2) for k, v in timings.items()},
+            "serving_memory": split, "query_mode": mode, **{f"{k}_ms": spread(v, 1000, 2) for k, v in timings.items()},
             "watcher_edit_to_searchable": spread(watcher) if watcher else None,
             "watcher_edit_to_vector_searchable": spread(watcher_vec) if watcher_vec else None}
 

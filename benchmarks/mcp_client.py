@@ -169,6 +169,21 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def memory_split(pid: int) -> dict[str, float]:
+    """A process's resident memory split as the kernel counts it (Linux): ``anon_mb`` (heap: what
+    the process holds), ``file_mb`` (mapped files: libraries, index files read through mmap; the
+    kernel can drop them), and its thread count (each thread may hold an allocator arena)."""
+    keys = {"VmRSS:": "rss_mb", "RssAnon:": "anon_mb", "RssFile:": "file_mb", "Threads:": "threads"}
+    out: dict[str, float] = {}
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        for line in fh:
+            name = line.split(maxsplit=1)[0] if line.strip() else ""
+            if name in keys:
+                value = int(line.split()[1])
+                out[keys[name]] = value if name == "Threads:" else round(value / 1024, 1)
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU a process has used so far (Linux)."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
