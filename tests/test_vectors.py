@@ -472,3 +472,22 @@ def test_lancedb_logs_only_errors_unless_the_user_asks_for_more() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
                          env={**env, "LANCEDB_LOG": "debug"})
     assert out.returncode == 0 and out.stdout.strip() == "debug", out.stdout + out.stderr[-400:]
+
+
+def test_a_prune_inside_the_grace_period_reports_no_version_removed(vault, embedder, monkeypatch) -> None:
+    """A prune whose versions are all younger than the grace period removes none; the optimize it
+    runs writes a version of its own, and the report counted the list before and after: "-1
+    versions pruned" in a 30k vault's `index --json`. It must say 0, and what it removed when it can."""
+    path, store = vault
+    monkeypatch.setattr(vectors_mod, "PRUNE_EVERY_VERSIONS", 1)
+    monkeypatch.setattr(vectors_mod, "PRUNE_GRACE_SECONDS", 3600.0)  # every version is younger
+    vi = VectorIndex(path, embedder)
+    (path / "pasta.md").write_text(NOTES["pasta.md"] + "\nA young edit.\n", encoding="utf-8")
+    sync(path, store=store)
+    report = vi.sync(store, progress=False)
+    assert report.pruned is not None and report.pruned["versions"] == 0, report.pruned
+    monkeypatch.setattr(vectors_mod, "PRUNE_GRACE_SECONDS", 0.0)
+    (path / "pasta.md").write_text(NOTES["pasta.md"] + "\nAn edit after it.\n", encoding="utf-8")
+    sync(path, store=store)
+    report = vi.sync(store, progress=False)
+    assert report.pruned is not None and report.pruned["versions"] > 0, report.pruned

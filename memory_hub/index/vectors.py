@@ -529,10 +529,12 @@ class VectorIndex:
         from datetime import timedelta
 
         folder = self.dir / f"{self.name}.lance"
-        before, kept = _tree_bytes(folder), len(table.list_versions())
+        before, kept = _tree_bytes(folder), {int(v["version"]) for v in table.list_versions()}
         # optimize also merges small files and folds new rows into an ANN index: both only help
         table.optimize(cleanup_older_than=timedelta(seconds=PRUNE_GRACE_SECONDS))
-        report.pruned = {"versions": kept - len(table.list_versions()),
+        # versions removed (the optimize writes one of its own: a count of the list said -1 when
+        # every version was younger than the grace period and none could go)
+        report.pruned = {"versions": len(kept - {int(v["version"]) for v in table.list_versions()}),
                          "mb": round(max(0, before - _tree_bytes(folder)) / 1e6, 1)}
         with store.transaction() as conn:
             store.set_meta(conn, key, str(version))
