@@ -7,7 +7,8 @@
 partitions, and how many of them a query must probe for recall@100 ≥ 0.98 depends on how its
 vectors cluster. This runs, on the vault's table as the product built it (its ANN index, its
 embedder: ``MEMORY_HUB_EMBEDDER`` or e5), the peers' 30 obsidian-hub queries plus the 215
-natural questions of ``benchmarks/natural_questions/`` (their text only) through:
+natural questions of ``benchmarks/natural_questions/`` (their text only) and the first 300 SciFact
+and 300 JSQuAD queries (the generated vaults' bodies are those sets' passages) through:
 
 * exact search (every vector of the table in one matrix, here in the benchmark process);
 * the ANN query at each share, with the product's refine factor.
@@ -31,8 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def questions(data: Path) -> list[str]:
-    """The peers' hub queries and the natural questions' text (cases' answers are not read)."""
+def questions(data: Path, per_set: int = 0) -> list[str]:
+    """The peers' hub queries and the natural questions' text (cases' answers are not read), and
+    with ``per_set`` the first that many queries of SciFact and JSQuAD (the generated scale vaults'
+    bodies are their passages, so these ask about the rest of such a vault)."""
+    import itertools
+    import json
+
     import yaml
     from bench_scale import hub_queries
 
@@ -41,6 +47,11 @@ def questions(data: Path) -> list[str]:
         for case in yaml.safe_load(f.read_text(encoding="utf-8")).get("cases", []):
             if case.get("query"):
                 out.append(str(case["query"]))
+    for name in ("scifact", "jsquad-ja") if per_set else ():
+        path = data / name / "queries.jsonl"
+        if path.exists():
+            with path.open(encoding="utf-8") as fh:
+                out.extend(json.loads(line)["text"] for line in itertools.islice(fh, per_set))
     return out
 
 
@@ -56,6 +67,7 @@ def main() -> int:
     ap.add_argument("vault", type=Path)
     ap.add_argument("--shares", default="0.1,0.25,0.5,0.75")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--per-set", type=int, default=300, help="SciFact and JSQuAD queries added (0: none)")
     ap.add_argument("--out", default="ann-shares")
     args = ap.parse_args()
 
@@ -65,7 +77,7 @@ def main() -> int:
     table = vi._table()
     if table is None or vi._ann_index(table) is None:
         raise SystemExit(f"{args.vault}: no vector table with an ANN index (it is built from {V.ANN_FROM:,} rows)")
-    qs = questions(args.data)
+    qs = questions(args.data, args.per_set)
     qv = np.asarray(emb.embed_queries(qs), dtype=np.float32)
     data = table.search().select(["id", "vector"]).limit(None).to_arrow()
     ids = data.column("id").to_pylist()
