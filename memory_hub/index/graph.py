@@ -278,14 +278,31 @@ class LinkGraph:
         i = self._slot(int(note_id))
         return 0 if i < 0 else int(self.bounds[i + 1] - self.bounds[i])
 
+    def _slots(self, ids: list[int]) -> np.ndarray:
+        """Each id's row (-1 for a note with no neighbour), found in one vectorised search."""
+        if not ids or not len(self.ids):
+            return np.full(len(ids), -1, dtype=np.int64)
+        wanted = np.asarray(ids, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.ids, wanted), len(self.ids) - 1)
+        return np.where(self.ids[at] == wanted, at, -1)
+
     def adjacency(self, note_ids: Iterable[int]) -> dict[int, frozenset[int]]:
         """As ``adjacency``: {note id: its neighbours} for each of ``note_ids`` (read-only sets)."""
-        return {i: self.neighbours(i) for i in sorted({int(i) for i in note_ids})}
+        ids = sorted({int(i) for i in note_ids})
+        empty: frozenset[int] = frozenset()
+        bounds, near = self.bounds, self.near
+        return {i: (frozenset(near[bounds[r]:bounds[r + 1]].tolist()) if r >= 0 else empty)
+                for i, r in zip(ids, self._slots(ids).tolist(), strict=True)}
 
     def hubs(self, note_ids: Iterable[int], limit: int) -> set[int]:
         """The notes among ``note_ids`` with more than ``limit`` distinct neighbours (links either
         way, duplicates and self-links not counted)."""
-        return {int(i) for i in note_ids if self.degree(int(i)) > limit}
+        ids = list({int(i) for i in note_ids})
+        slots = self._slots(ids)
+        found = slots >= 0
+        degree = np.zeros(len(ids), dtype=np.int64)
+        degree[found] = self.bounds[slots[found] + 1] - self.bounds[slots[found]]
+        return {i for i, d in zip(ids, degree.tolist(), strict=True) if d > limit}
 
 
 GRAPH_KEYS = (cache.LINKS_CHANGED, cache.LINKS_RESOLVED)  # the meta stamps the in-memory graph follows
