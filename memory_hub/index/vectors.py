@@ -88,7 +88,10 @@ ANN_ROWS_PER_PARTITION = 1024  # IVF partitions: rows / this (√rows-ish at 100
 # partitions searched per query. e5 vectors cluster poorly (they share one strong direction): on
 # SciFact (real e5, note-level layout, 14 partitions) 7/14 probed gave recall@100 0.95, 10/14 gave
 # 0.98 with hybrid nDCG@10 -0.0014 (benchmarks/bench_ann.py; the chunk-only layout, 18 partitions:
-# 8/18 0.92, 14/18 0.99). So three quarters: the gain is memory, not speed.
+# 8/18 0.92, 14/18 0.99). So three quarters: the gain is memory, not speed. At the sizes the ANN
+# path serves, fewer would do: on a 30k-note vault's product-built index (real e5, 110,789 rows, 108
+# partitions, 845 queries) 11/108 already gave 0.9995, as did 81/108 — but the query cost the same
+# (LanceDB's fixed work per query, not the codes scanned: benchmarks/ann_shares.py), so it stays.
 ANN_PROBE_SHARE = 0.75
 ANN_MIN_PROBES = 8
 # candidates re-scored with their full vectors: limit × this. The refine was a quarter of a 100k
