@@ -168,8 +168,8 @@ def measure_server(vault: Path, env: dict[str, str], queries: list[str], rounds:
         if vectors:
             wait_for_vectors(client, queries[0], mode)
         timings = time_queries(client, queries, rounds, prefix, mode)
-        serving = rss_mb(client.pid)
         split = memory_split(client.pid)
+        serving = split.get("rss_mb", 0.0)
         watcher = edit_through_watcher(client, vault)
         watcher_vec = edit_through_watcher(client, vault, mode="vector") if vectors else None
     finally:

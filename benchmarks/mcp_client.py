@@ -162,11 +162,7 @@ def structured(result: dict[str, Any]) -> dict[str, Any]:
 
 def rss_mb(pid: int) -> float:
     """Resident memory of a process (Linux)."""
-    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+    return memory_split(pid).get("rss_mb", 0.0)
 
 
 def memory_split(pid: int) -> dict[str, float]:

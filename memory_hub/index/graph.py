@@ -13,6 +13,7 @@ import numpy as np
 
 from ..vault.links import Link, Resolver
 from . import cache
+from .store import set_meta
 
 
 def write_links(conn: sqlite3.Connection, note_id: int, source_path: str, links: Sequence[Link],
@@ -62,8 +63,7 @@ def links_changed(conn: sqlite3.Connection) -> None:
     """Stamp, inside the caller's transaction, that some note's resolved links changed (the graph
     follows it). Any writer of the links table other than ``write_links`` and ``resolve_all``
     must call it."""
-    conn.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                 (cache.LINKS_CHANGED, f"{os.getpid()}:{time.time_ns()}"))
+    set_meta(conn, cache.LINKS_CHANGED, f"{os.getpid()}:{time.time_ns()}")
 
 
 PATHS_STAMP = "paths_stamp"  # meta: changes in the transaction that changes any note's path or aliases
@@ -258,26 +258,6 @@ class LinkGraph:
         self.bounds = np.append(starts, len(both))  # note i's neighbours: near[bounds[i]:bounds[i + 1]]
         self.near = both[:, 1].copy()
 
-    def _slot(self, note_id: int) -> int:
-        i = int(np.searchsorted(self.ids, note_id))
-        return i if i < len(self.ids) and int(self.ids[i]) == note_id else -1
-
-    def __contains__(self, note_id: object) -> bool:
-        """Whether the note has at least one neighbour."""
-        return isinstance(note_id, int) and self._slot(note_id) >= 0
-
-    def neighbours(self, note_id: int) -> frozenset[int]:
-        """The note's neighbours (empty for a note with none, or unknown)."""
-        i = self._slot(int(note_id))
-        if i < 0:
-            return frozenset()
-        return frozenset(self.near[self.bounds[i]:self.bounds[i + 1]].tolist())
-
-    def degree(self, note_id: int) -> int:
-        """How many distinct neighbours the note has."""
-        i = self._slot(int(note_id))
-        return 0 if i < 0 else int(self.bounds[i + 1] - self.bounds[i])
-
     def _slots(self, ids: list[int]) -> np.ndarray:
         """Each id's row (-1 for a note with no neighbour), found in one vectorised search."""
         if not ids or not len(self.ids):
@@ -285,6 +265,18 @@ class LinkGraph:
         wanted = np.asarray(ids, dtype=np.int64)
         at = np.minimum(np.searchsorted(self.ids, wanted), len(self.ids) - 1)
         return np.where(self.ids[at] == wanted, at, -1)
+
+    def __contains__(self, note_id: object) -> bool:
+        """Whether the note has at least one neighbour."""
+        return isinstance(note_id, int) and int(self._slots([note_id])[0]) >= 0
+
+    def neighbours(self, note_id: int) -> frozenset[int]:
+        """The note's neighbours (empty for a note with none, or unknown)."""
+        return self.adjacency([note_id])[int(note_id)]
+
+    def degree(self, note_id: int) -> int:
+        """How many distinct neighbours the note has."""
+        return len(self.neighbours(note_id))
 
     def adjacency(self, note_ids: Iterable[int]) -> dict[int, frozenset[int]]:
         """As ``adjacency``: {note id: its neighbours} for each of ``note_ids`` (read-only sets)."""

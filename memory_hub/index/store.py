@@ -132,6 +132,14 @@ CREATE INDEX IF NOT EXISTS problems_path ON problems(path);
 {USAGE_SCHEMA}"""
 
 
+def set_meta(conn: sqlite3.Connection, key: str, value: object) -> None:
+    """Write one meta value inside the caller's transaction (for code that holds a connection, not a ``Store``)."""
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value if isinstance(value, str) else json.dumps(value)),
+    )
+
+
 def connect(path: Path, busy_ms: int = 30_000, named_rows: bool = True,
             factory: type[sqlite3.Connection] = sqlite3.Connection) -> sqlite3.Connection:
     """Open a connection with the settings every user of the index relies on (recall's own index
@@ -268,10 +276,7 @@ class Store:
         return row[0] if row else default
 
     def set_meta(self, conn: sqlite3.Connection, key: str, value: object) -> None:
-        conn.execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value if isinstance(value, str) else json.dumps(value)),
-        )
+        set_meta(conn, key, value)
 
     def note_row(self, path: str) -> sqlite3.Row | None:
         return self.conn.execute("SELECT * FROM notes WHERE path = ?", (path,)).fetchone()
