@@ -39,14 +39,10 @@ def questions(data: Path, per_set: int = 0) -> list[str]:
     import itertools
     import json
 
-    import yaml
     from bench_scale import hub_queries
+    from query_latency import natural_questions
 
-    out = list(hub_queries(data))
-    for f in sorted((Path(__file__).resolve().parent / "natural_questions").glob("*.yaml")):
-        for case in yaml.safe_load(f.read_text(encoding="utf-8")).get("cases", []):
-            if case.get("query"):
-                out.append(str(case["query"]))
+    out = [*hub_queries(data), *natural_questions()]
     for name in ("scifact", "jsquad-ja") if per_set else ():
         path = data / name / "queries.jsonl"
         if path.exists():

@@ -244,7 +244,7 @@ def test_the_in_memory_graph_is_rebuilt_only_when_links_change(make_vault) -> No
         ids = list(_ids(store).values())
         assert links.adjacency(ids) == graph.adjacency(conn, ids)
 
-    def step(path: str, text: str | None) -> graph.LinkGraph:
+    def step(path: str, text: str | None) -> tuple[graph.LinkGraph, graph.LinkGraph]:
         before = graph.cached(conn)
         if text is None:
             (vault / path).unlink()
