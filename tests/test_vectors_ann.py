@@ -120,6 +120,28 @@ def test_the_ann_path_returns_what_exact_search_returns(table, monkeypatch) -> N
         assert len({h[0] for h in ann[:10]} & {h[0] for h in exact[:10]}) >= 8
 
 
+def test_a_chunk_offset_scores_the_same_on_both_paths(table, monkeypatch) -> None:  # noqa: ANN001
+    """The ANN query reads each row's level only when chunks are offset against note vectors: with
+    an offset, a chunk that wins is scored chunk + offset on both paths, and a note row is not."""
+    root, store, vi, vecs, rng = table
+    monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 64)
+    if vi._ann_index(vi._table()) is None:
+        vi.build_ann()
+    vi.ann_probes = vi._table().count_rows() // 64
+    q = _unit(vecs[rng.choice(len(vecs), 1)][0] + 0.2 * rng.normal(size=DIM))
+    plain, _ = _both(vi, store, q)
+    for offset in (0.05, -0.05):
+        vi.ann_from = 10**9
+        vi._shape = None
+        exact = vi.search_notes(store, q, None, 20, chunk_offset=offset)
+        vi.ann_from = 0
+        vi._shape = None
+        ann = vi.search_notes(store, q, None, 20, chunk_offset=offset)
+        assert [h[0] for h in ann] == [h[0] for h in exact]
+        assert np.allclose([h[1] for h in ann], [h[1] for h in exact], atol=1e-4)
+        assert [h[1] for h in exact] != [h[1] for h in plain]  # the offset did move scores
+
+
 def test_filters_are_part_of_the_vector_query(table, monkeypatch) -> None:  # noqa: ANN001
     root, store, vi, vecs, rng = table
     monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 64)

@@ -94,12 +94,15 @@ ANN_ROWS_PER_PARTITION = 1024  # IVF partitions: rows / this (√rows-ish at 100
 # (LanceDB's fixed work per query, not the codes scanned: benchmarks/ann_shares.py), so it stays.
 ANN_PROBE_SHARE = 0.75
 ANN_MIN_PROBES = 8
-# candidates re-scored with their full vectors: limit × this. The refine was a quarter of a 100k
-# query's LanceDB CPU (x4: ~41 ms, x2: ~35 ms, stand-in vectors, 403k rows); on SciFact with e5
-# (bench_ann.py --refines 4,2) x2 gives the same recall@100 (0.988 rows / 0.982 notes at 10/14
-# probes) and hybrid nDCG@10 (0.7311, exact 0.7310) as x4, and on the 100k stand-in table the same
-# top-100 rows for all 30 peer queries.
-ANN_REFINE = 2
+# candidates re-scored with their full vectors: limit × this. Each factor reads limit more full
+# vectors by row id: on the 100k stand-in table (403k rows, limit 300 as the vector channel asks)
+# x4 / x2 / x1 cost 26.3 / 21.6 / 19.6 ms wall a query at 295/393 probes, all with recall@100 1.0
+# against exact; on SciFact with e5 forced onto the ANN path (10/14 probes) x1 and x2 hand fusion
+# the same notes (note recall@100 0.984 both) and give the same vector and hybrid nDCG@10 (0.6679 /
+# 0.7313; exact 0.6691 / 0.7310). Only passages ranked ~100th by the 8-bit codes differ (row
+# recall@100 of a 100-row query 0.988 -> 0.975), and the channel fetches 3 rows per note wanted.
+# (bench_ann.py --refines 1,2; README, Scale, eleventh round.)
+ANN_REFINE = 1
 ANN_ROWS_PER_NOTE = 3  # rows fetched per note wanted (a long note's chunks compete with its note vector)
 ANN_IN_MAX = 20_000  # a scope of more notes than this is not sent as a path list: rows are over-fetched
 ANN_RETRAIN_SHARE = 0.2  # retrain the partitions once this share of rows came after the last training
@@ -892,18 +895,24 @@ class VectorIndex:
                     where = "path IN (" + ",".join(_quote(p) for p in ids) + ")"
                 # else a broad scope (most notes pass): fetch more rows, keep those in scope (below)
         probes = self.ann_probes or max(ANN_MIN_PROBES, int(parts * ANN_PROBE_SHARE + 0.999))
+        offset = CHUNK_OFFSET if chunk_offset is None else chunk_offset
+        # every column is one more read per row returned (~1 ms per 300 rows at 100k): the level
+        # only matters when chunks are offset against note vectors
+        columns = ["path", "start", "end", "heading", *(["level"] if offset else []), "_distance"]
         query = (table.search(np.asarray(qvec, dtype=np.float32).reshape(-1), vector_column_name="vector")
                  .distance_type("cosine").nprobes(min(probes, parts)).refine_factor(ANN_REFINE)
-                 .select(["path", "start", "end", "heading", "level", "_distance"])
+                 .select(columns)
                  .limit(max(limit * ANN_ROWS_PER_NOTE * (1 if where is not None or not scoped else 4), 50)))
         if where is not None:
             query = query.where(where, prefilter=True)
         data = query.to_arrow()
         paths = data.column("path").to_pylist()
         score = 1.0 - data.column("_distance").to_numpy().astype(np.float32)
-        offset = CHUNK_OFFSET if chunk_offset is None else chunk_offset
-        is_note = np.asarray([lv == "note" for lv in data.column("level").to_pylist()], dtype=bool)
-        adjusted = np.where(is_note, score, score + offset)
+        if offset:
+            is_note = np.asarray([lv == "note" for lv in data.column("level").to_pylist()], dtype=bool)
+            adjusted = np.where(is_note, score, score + offset)
+        else:
+            adjusted = score
         best: dict[str, int] = {}
         for i, path in enumerate(paths):
             if path not in best or adjusted[i] > adjusted[best[path]]:
