@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ..index import blas
+from . import allocator
 from .guard import Guard, GuardError, allowed_hosts_for, is_loopback, require_token, token_from_env
 from .state import ServerState
 from .tokens import TokensError, TokenTable
@@ -281,6 +282,7 @@ def serve(vault: Path, transport: str = "stdio", host: str = DEFAULT_HOST, port:
         raise ValueError(f"unknown transport {transport!r}; choose {', '.join(TRANSPORTS)}")
     _configure_logging(log_level)
     blas.limit_before_numpy()  # before the first search imports numpy (index/blas.py)
+    allocator.hold_mmap_threshold()  # large freed buffers go back to the system (allocator.py)
     token = sock = limits = tokens = None
     if transport != "stdio":
         from .http_limits import HttpLimits
