@@ -114,6 +114,7 @@ def test_in_memory_graph_answers_as_sql_and_follows_syncs(make_vault) -> None:
     assert links.adjacency(everyone) == plain
     for limit in (1, 2, 4, 5):
         assert links.hubs(everyone, limit) == {i for i, near in plain.items() if len(near) > limit}
+    assert {i: links.degree(i) for i in everyone} == {i: len(near) for i, near in plain.items()}
     assert graph.cached(conn) is links  # nothing changed: the same object, no rescan
     assert cache.ranked_ids(conn) == ids
     # A sync that finds nothing to do keeps the copies too (files older than the last sync: a file

@@ -69,14 +69,15 @@ def table(tmp_path_factory: pytest.TempPathFactory, ):  # noqa: ANN201
     return root, store, vi, np.stack(vecs), rng
 
 
-def _both(vi: VectorIndex, store: Store, q: np.ndarray, filters: Filters | None = None, limit: int = 20):  # noqa: ANN202
+def _both(vi: VectorIndex, store: Store, q: np.ndarray, filters: Filters | None = None, limit: int = 20,  # noqa: ANN202
+          chunk_offset: float | None = None):
     vi.ann_from = 10**9
     vi._shape = None
-    exact = vi.search_notes(store, q, filters, limit)
+    exact = vi.search_notes(store, q, filters, limit, chunk_offset)
     vi.ann_from = 0
     vi._shape = None
     assert vi.uses_ann(store)
-    return exact, vi.search_notes(store, q, filters, limit)
+    return exact, vi.search_notes(store, q, filters, limit, chunk_offset)
 
 
 def test_a_sync_builds_the_index_at_the_threshold_then_folds_new_rows_in(table, monkeypatch) -> None:  # noqa: ANN001
@@ -131,12 +132,7 @@ def test_a_chunk_offset_scores_the_same_on_both_paths(table, monkeypatch) -> Non
     q = _unit(vecs[rng.choice(len(vecs), 1)][0] + 0.2 * rng.normal(size=DIM))
     plain, _ = _both(vi, store, q)
     for offset in (0.05, -0.05):
-        vi.ann_from = 10**9
-        vi._shape = None
-        exact = vi.search_notes(store, q, None, 20, chunk_offset=offset)
-        vi.ann_from = 0
-        vi._shape = None
-        ann = vi.search_notes(store, q, None, 20, chunk_offset=offset)
+        exact, ann = _both(vi, store, q, chunk_offset=offset)
         assert [h[0] for h in ann] == [h[0] for h in exact]
         assert np.allclose([h[1] for h in ann], [h[1] for h in exact], atol=1e-4)
         assert [h[1] for h in exact] != [h[1] for h in plain]  # the offset did move scores

@@ -274,9 +274,17 @@ class LinkGraph:
         """The note's neighbours (empty for a note with none, or unknown)."""
         return self.adjacency([note_id])[int(note_id)]
 
+    def _degrees(self, ids: list[int]) -> np.ndarray:
+        """How many distinct neighbours each id has (0 for a note with none), from the row bounds."""
+        slots = self._slots(ids)
+        found = slots >= 0
+        degree = np.zeros(len(ids), dtype=np.int64)
+        degree[found] = self.bounds[slots[found] + 1] - self.bounds[slots[found]]
+        return degree
+
     def degree(self, note_id: int) -> int:
         """How many distinct neighbours the note has."""
-        return len(self.neighbours(note_id))
+        return int(self._degrees([int(note_id)])[0])
 
     def adjacency(self, note_ids: Iterable[int]) -> dict[int, frozenset[int]]:
         """As ``adjacency``: {note id: its neighbours} for each of ``note_ids`` (read-only sets)."""
@@ -290,11 +298,7 @@ class LinkGraph:
         """The notes among ``note_ids`` with more than ``limit`` distinct neighbours (links either
         way, duplicates and self-links not counted)."""
         ids = list({int(i) for i in note_ids})
-        slots = self._slots(ids)
-        found = slots >= 0
-        degree = np.zeros(len(ids), dtype=np.int64)
-        degree[found] = self.bounds[slots[found] + 1] - self.bounds[slots[found]]
-        return {i for i, d in zip(ids, degree.tolist(), strict=True) if d > limit}
+        return {i for i, d in zip(ids, self._degrees(ids).tolist(), strict=True) if d > limit}
 
 
 GRAPH_KEYS = (cache.LINKS_CHANGED, cache.LINKS_RESOLVED)  # the meta stamps the in-memory graph follows
