@@ -110,12 +110,9 @@ def test_note_passages_whole_when_it_fits_and_no_description_twice(count_tokens)
     assert len(long) > 5 and long[-1].end > long[1].start
 
 
-def test_sentence_windows_cover_a_short_note_sentence_by_sentence(count_tokens, monkeypatch) -> None:
+def test_sentence_windows_cover_a_short_note_sentence_by_sentence(count_tokens) -> None:
     from memory_hub.index import chunks
     from memory_hub.index.chunks import note_passages, sentence_windows
-
-    assert chunks.SENTENCE_NOTE_TOKENS == 0  # off by default (see its comment); on as measured:
-    monkeypatch.setattr(chunks, "SENTENCE_NOTE_TOKENS", 256)
 
     sentences = [f"Sentence {n} says something about topic {n} in a few more words than needed." for n in range(8)]
     body = " ".join(sentences) + "\n認証トークンは毎日更新する。鍵は金庫に保管する。\n"
@@ -128,7 +125,7 @@ def test_sentence_windows_cover_a_short_note_sentence_by_sentence(count_tokens, 
     assert "鍵は金庫に保管する。" in windows[-1].text
     # one window's worth is no window at all: the note passage says it
     assert sentence_windows("Topics", sentences[0], count_tokens) == []
-    # a short note is its note passage plus windows, ordinals after the note's
+    # a short note is its note passage plus windows, ordinals after the note's (on by default)
     passages = note_passages("Topics", body, count_tokens, 512)
     assert [c.level for c in passages] == ["note"] + ["part"] * len(windows)
     assert [c.ordinal for c in passages] == list(range(len(passages)))
@@ -136,5 +133,31 @@ def test_sentence_windows_cover_a_short_note_sentence_by_sentence(count_tokens, 
     longer = " ".join(sentences * 3)
     assert chunks.SENTENCE_NOTE_TOKENS < count_tokens("Topics\n\n" + longer) < 500
     assert [c.level for c in note_passages("Topics", longer, count_tokens, 512)] == ["note"]
-    monkeypatch.undo()  # the default: a short note is its note passage alone
-    assert [c.level for c in note_passages("Topics", body, count_tokens, 512)] == ["note"]
+
+
+def test_sentence_windows_hold_prose_only(count_tokens) -> None:
+    """Lines of links, tags, headings, badges and placeholders make no window (on obsidian-hub they
+    were most of the windows and each scored for anything); prose between them still does."""
+    from memory_hub.index.chunks import _is_prose, sentence_windows
+
+    assert _is_prose("The plugin syncs your vault with a private Git remote.")
+    assert _is_prose("同期の設定は設定画面から変更できます。")  # 18 CJK characters
+    assert not _is_prose("## Related plugins")
+    assert not _is_prose("- [[Git plugin]] [[Obsidian Sync]] [[Remotely Save]]")
+    assert not _is_prose("![badge](https://img.shields.io/badge/x-y-green) #plugin #sync")
+    assert not _is_prose("{{title}}")
+    assert not _is_prose("同期する。")
+    assert not _is_prose("See [[Sync]]. ^block-1")
+
+    prose = ["Obsidian keeps every note as a plain Markdown file on your disk.",
+             "A sync plugin copies those files to another device when they change."]
+    body = ("# Sync\n\n" + prose[0] + "\n\n- [[Git plugin]]\n- [[Remotely Save]]\n#plugin #sync\n\n"
+            + prose[1] + "\n\n%% Reviewer note. This part is hidden from readers. It has three sentences. %%\n"
+            + "```\nThis code block has a sentence of words in it.\nAnd another sentence of code here.\n```\n")
+    windows = sentence_windows("Sync", body, count_tokens, target_tokens=16)
+    texts = [w.text.removeprefix("Sync\n\n") for w in windows]
+    assert texts == prose  # no heading, link list, tags, comment or code became a window
+    assert all(body[w.start:w.end].startswith(p[:20]) for w, p in zip(windows, prose, strict=True))
+    # a template of placeholders and links has no prose: no windows, its note passage alone
+    template = "# {{title}}\n\n{{date}}\n\n- [[{{project}}]]\n- tags: #todo\n"
+    assert sentence_windows("Daily", template, count_tokens) == []

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..vault.markdown import mask_code, plain_text, reader_text
+from ..vault.markdown import mask_code, mask_comments, plain_text, reader_text
 
 TokenCounter = Callable[[str], int]
 
@@ -212,35 +212,62 @@ def note_passages(title: str, body: str, count_tokens: TokenCounter, max_tokens:
 # sentence of a paragraph finds it (its vector is not averaged with the other sentences).
 SENTENCE_TOKENS = 48
 # Notes up to this many tokens also get sentence windows (a longer note that still fits the window,
-# a 400-token abstract, would cost 6-9 of them; not measured). OFF (0) by default: measured on the merged
-# main, windows lift JSQuAD dev (hybrid 0.952 -> 0.955, vector 0.892 -> 0.922) and LoCoMo turns, but
-# lower the natural questions on the real vault (obsidian-hub hub-natural hit@5 0.88 -> 0.79, all
-# 197: hit@5 0.86 -> 0.84, MRR 0.76 -> 0.74), cost 3.8x the vector rows there and ~10 min of
-# re-embedding at upgrade; their CV left obsidian-hub out. 256 turns them on (PASSAGES_VERSION 3).
-SENTENCE_NOTE_TOKENS = 0
+# a 400-token abstract, would cost 6-9 of them; not measured). A question about one sentence of a
+# paragraph then finds it: JSQuAD dev vector 0.892 -> 0.923 (the one-vector baseline 0.890).
+# Every span counted until 2026-12-03 cost the natural questions on obsidian-hub (MRR 0.785 ->
+# 0.772) and 3.8x its vector rows: most of them were lines of links, tags, headings, badges and
+# template placeholders, each a window that scores for anything. Only prose makes a window now
+# (``_is_prose``): obsidian-hub 14.8k rows instead of 54k, its questions unchanged (README).
+SENTENCE_NOTE_TOKENS = 256
 _SENTENCE_END = r"(?<=[.!?])\s+|(?<=[。！？])|\n+"
+# What a span holds that is not words in a sentence: wikilinks and embeds, Markdown links and
+# images (their text too: a link list is navigation), bare [refs], #tags, a trailing ^block-id.
+_NOT_PROSE = re.compile(r"!?\[\[[^\]]*\]\]|!?\[[^\]]*\]\([^)]*\)|!?\[[^\]]*\]|(?<!\w)#[\w/-]+|\^[\w-]+$")
+_LETTER_WORD = re.compile(r"[^\W\d_]{2,}")
+_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+# A span is prose from this many words (two CJK characters count as one).
+PROSE_WORDS = 4
+_HEADING_LINE = re.compile(r"\s*#{1,6}\s")
+
+
+def _is_prose(masked_span: str) -> bool:
+    """Whether a span (code and comments already blanked) says something in words: not a heading,
+    and, links, tags and block ids left out, at least ``PROSE_WORDS`` words."""
+    text = reader_text(masked_span)
+    if _HEADING_LINE.match(text):
+        return False
+    rest = _NOT_PROSE.sub(" ", text)
+    cjk = len(_CJK_CHAR.findall(rest))
+    words = len(_LETTER_WORD.findall(_CJK_CHAR.sub(" ", rest)))
+    return words + cjk / 2 >= PROSE_WORDS
 
 
 def sentence_windows(title: str, body: str, count_tokens: TokenCounter,
                      target_tokens: int = SENTENCE_TOKENS) -> list[Chunk]:
-    """Consecutive sentences of ``body`` grouped up to ``target_tokens`` each (a longer sentence
-    stands alone), each headed by the title like every chunk; none when the body is one window.
-    Ordinals start at 1: the note passage is 0."""
-    spans = [(s, e) for s, e in _split_at(body, 0, len(body), _SENTENCE_END) if reader_text(body[s:e]).strip()]
+    """Consecutive prose sentences of ``body`` grouped up to ``target_tokens`` each (a longer
+    sentence stands alone), each headed by the title like every chunk; none when the prose is one
+    window. A window's text is its prose sentences only (the links, tags and headings between them
+    are in the note passage). Ordinals start at 1: the note passage is 0."""
+    # Comments go first, over the whole body: a %% comment %% of several sentences would otherwise
+    # be cut into spans that each look like prose.
+    body = mask_comments(body)
+    masked = mask_code(body)
+    spans = [(s, e) for s, e in _split_at(body, 0, len(body), _SENTENCE_END) if _is_prose(masked[s:e])]
     if len(spans) < 2:
         return []
-    groups: list[tuple[int, int]] = []
+    groups: list[list[tuple[int, int]]] = []
     size = 0
     for s, e in spans:
-        n = count_tokens(reader_text(body[s:e]))
+        n = count_tokens(reader_text(body[s:e]).strip())
         if groups and size + n <= target_tokens:
-            groups[-1] = (groups[-1][0], e)
+            groups[-1].append((s, e))
             size += n
         else:
-            groups.append((s, e))
+            groups.append([(s, e)])
             size = n
     if len(groups) < 2:
         return []
     head = title.strip()
-    return [Chunk(1 + i, s, e, "", "\n\n".join(x for x in (head, reader_text(body[s:e]).strip()) if x),
-                  "part") for i, (s, e) in enumerate(groups)]
+    return [Chunk(1 + i, g[0][0], g[-1][1], "",
+                  "\n\n".join(x for x in (head, " ".join(reader_text(body[s:e]).strip() for s, e in g)) if x),
+                  "part") for i, g in enumerate(groups)]

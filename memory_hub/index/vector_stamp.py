@@ -21,9 +21,9 @@ META_VERSION = "vectors_version"  # per table: bumped by every vector write (sea
 META_CURRENT = "vectors_current"  # what the last complete vector sync saw
 # The passage layout (``vectors.note_key``); a mark made under another layout is not current, so
 # an upgrade that changes what is embedded re-embeds instead of calling the old vectors fresh.
-# 2: a note passage plus chunks of long notes. 3 (sentence windows of short notes) while
-# ``chunks.SENTENCE_NOTE_TOKENS`` turns them on; they are off, so a vault embedded with them re-embeds.
-PASSAGES_VERSION = "2"
+# 2: a note passage plus chunks of long notes. 3: and sentence windows of short notes (every span;
+# never shipped on). 4: and sentence windows of the prose of short notes (``chunks.sentence_windows``).
+PASSAGES_VERSION = "4"
 
 
 def lancedb_dir(vault: Path) -> Path:
