@@ -591,3 +591,24 @@ def test_pruned_or_ranking_scores_only_rows_that_can_reach_the_floor(make_vault)
             conn.set_trace_callback(None)
         assert got == full, limit
     assert any("+rowid IN" in s and " AND " in s.split("+rowid IN")[1] for s in statements), statements
+
+
+def test_snippets_show_what_a_reader_reads(make_vault) -> None:
+    """A plugin note as obsidian-hub writes them: the query word is first in a badge's address, the
+    body sits behind a comment and an HTML button. The snippet shows the sentence, not the markup."""
+    body = ("%% ----- Do not edit this section ----- %%\n"
+            "![GitHub downloads](https://img.shields.io/github/downloads/someone/obsidian-granola-sync/total)\n"
+            "# Granola Sync\n\nLinks: [GitHub repository](https://github.com/someone/obsidian-granola-sync)"
+            " or <button id=HH>Open in Obsidian</button>\n\n"
+            "Sync your meeting notes from Granola into the vault every hour.\n")
+    _, store = make_vault({"granola-sync.md": body, "other.md": "# Other\n\nNothing to see here.\n"})
+    hit = search(store, "granola sync", k=3, mode="lexical").hits[0]
+    assert hit.path == "granola-sync.md"
+    assert "Granola Sync" in hit.snippet
+    for markup in ("://", "shields", "%%", "<button", "Do not edit", "]("):
+        assert markup not in hit.snippet, (markup, hit.snippet)
+    # a term that only ever occurs inside an address still gets a snippet
+    from memory_hub.retrieval.search import first_term_at, snippet, term_outside_addresses
+    text = "see https://example.com/zyx-docs for it"
+    at = first_term_at(text, ["zyx"])
+    assert term_outside_addresses(text, ["zyx"], at) == at and snippet(text, ["zyx"], at=at)

@@ -242,6 +242,50 @@ def first_term_at(text: str, terms: list[str]) -> int:
     return -1
 
 
+_ADDRESS_EDGE = re.compile(r"[\s()<>\[\]\"']")
+
+
+def _address_end(text: str, pos: int) -> int:
+    """The end of the URL ``pos`` lies in, or -1 when it lies in none (a badge's address names the
+    plugin's repository, so a query term is often found there first; a reader never sees it)."""
+    start = pos
+    while start > 0 and not _ADDRESS_EDGE.match(text[start - 1]) and pos - start < 400:
+        start -= 1
+    end = pos
+    while end < len(text) and not _ADDRESS_EDGE.match(text[end]) and end - pos < 400:
+        end += 1
+    token = text[start:end]
+    return end if "://" in token or token.startswith("www.") else -1
+
+
+def term_outside_addresses(text: str, terms: list[str], at: int, tries: int = 20) -> int:
+    """``at`` (a term's first place in ``text``), or the first later place of a term that is not
+    inside a URL, so a snippet shows words a reader sees; ``at`` when every place is in one."""
+    pos = at
+    for _ in range(tries):
+        if pos < 0:
+            return at
+        end = _address_end(text, pos)
+        if end < 0:
+            return pos
+        nxt = first_term_at(text[end:], terms)
+        pos = end + nxt if nxt >= 0 else -1
+    return at
+
+
+def _past_open_comment(text: str, start: int, best: int) -> int:
+    """``start``, moved past the end of a comment it falls inside (a window opened mid-comment would
+    show its tail, which ``reader_text`` cannot recognise as a comment)."""
+    pre = text[start:best]
+    if pre.count("%%") % 2 == 1:
+        start += pre.rfind("%%") + 2
+        pre = text[start:best]
+    close = pre.find("-->")
+    if close >= 0 and "<!--" not in pre[:close]:
+        start += close + 3
+    return start
+
+
 def snippet(body: str, terms: list[str], width: int = 160, at: int | None = None) -> str:
     """A short window of the body around the first query term found, as plain text.
 
@@ -257,11 +301,12 @@ def snippet(body: str, terms: list[str], width: int = 160, at: int | None = None
         best = _first_hit(text, terms)
     if best < 0:
         head = re.sub(r"^#.*$", "", text[: width * 4], flags=re.MULTILINE)
-        plain = plain_text(head)
+        plain = reader_text(plain_text(head))
         return plain[:width] + ("…" if len(plain) > width or len(text) > width * 4 else "")
     start = max(0, best - width // 3)
+    start = _past_open_comment(text, start, best)
     window = text[start : start + width * 2]
-    plain = plain_text(window)[:width]
+    plain = reader_text(plain_text(window))[:width]
     return ("…" if start > 0 else "") + plain + ("…" if start + len(window) < len(text) else "")
 
 
@@ -661,6 +706,8 @@ def _search(store: Store, query: str, k: int, filters: Filters | None, explain: 
         hit.exact = hit.note_id in exact_set
         body = bodies.get(hit.note_id, "")
         at = first_term_at(body, terms.all_terms)
+        if at >= 0 and not empty_term:
+            at = term_outside_addresses(body, terms.all_terms, at)
         if at < 0 and not empty_term and hit.note_id in best_chunk:
             s0, e0, _ = best_chunk[hit.note_id]  # no query word in the note: show the passage that matched
             hit.snippet = snippet(body[s0:e0], [])
