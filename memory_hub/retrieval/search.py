@@ -273,6 +273,9 @@ def term_outside_addresses(text: str, terms: list[str], at: int, tries: int = 20
     return at
 
 
+_CUT_LINK = re.compile(r"\[([^\]\n]*)\]\([^)\n]*$")  # a link the window's end cut in two: its text
+
+
 def _past_open_comment(text: str, start: int, best: int) -> int:
     """``start``, moved past the end of a comment it falls inside (a window opened mid-comment would
     show its tail, which ``reader_text`` cannot recognise as a comment)."""
@@ -306,7 +309,7 @@ def snippet(body: str, terms: list[str], width: int = 160, at: int | None = None
     start = max(0, best - width // 3)
     start = _past_open_comment(text, start, best)
     window = text[start : start + width * 2]
-    plain = reader_text(plain_text(window))[:width]
+    plain = _CUT_LINK.sub(r"\1", reader_text(plain_text(window)))[:width]
     return ("…" if start > 0 else "") + plain + ("…" if start + len(window) < len(text) else "")
 
 
