@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..vault.markdown import mask_code, mask_comments, plain_text, reader_text
+from .terms import HAN, HANGUL, HIRAGANA, KATAKANA
 
 TokenCounter = Callable[[str], int]
 
@@ -224,7 +225,7 @@ _SENTENCE_END = r"(?<=[.!?])\s+|(?<=[。！？])|\n+"
 # images (their text too: a link list is navigation), bare [refs], #tags, a trailing ^block-id.
 _NOT_PROSE = re.compile(r"!?\[\[[^\]]*\]\]|!?\[[^\]]*\]\([^)]*\)|!?\[[^\]]*\]|(?<!\w)#[\w/-]+|\^[\w-]+$")
 _LETTER_WORD = re.compile(r"[^\W\d_]{2,}")
-_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_CJK_CHAR = re.compile(f"[{HAN}{KATAKANA}{HIRAGANA}{HANGUL}]")
 # A span is prose from this many words (two CJK characters count as one).
 PROSE_WORDS = 4
 _HEADING_LINE = re.compile(r"\s*#{1,6}\s")
@@ -252,22 +253,22 @@ def sentence_windows(title: str, body: str, count_tokens: TokenCounter,
     # be cut into spans that each look like prose.
     body = mask_comments(body)
     masked = mask_code(body)
-    spans = [(s, e) for s, e in _split_at(body, 0, len(body), _SENTENCE_END) if _is_prose(masked[s:e])]
+    spans = [(s, e, reader_text(body[s:e]).strip())
+             for s, e in _split_at(body, 0, len(body), _SENTENCE_END) if _is_prose(masked[s:e])]
     if len(spans) < 2:
         return []
-    groups: list[list[tuple[int, int]]] = []
+    groups: list[list[tuple[int, int, str]]] = []
     size = 0
-    for s, e in spans:
-        n = count_tokens(reader_text(body[s:e]).strip())
+    for span in spans:
+        n = count_tokens(span[2])
         if groups and size + n <= target_tokens:
-            groups[-1].append((s, e))
+            groups[-1].append(span)
             size += n
         else:
-            groups.append([(s, e)])
+            groups.append([span])
             size = n
     if len(groups) < 2:
         return []
     head = title.strip()
-    return [Chunk(1 + i, g[0][0], g[-1][1], "",
-                  "\n\n".join(x for x in (head, " ".join(reader_text(body[s:e]).strip() for s, e in g)) if x),
+    return [Chunk(1 + i, g[0][0], g[-1][1], "", "\n\n".join(x for x in (head, " ".join(t for _, _, t in g)) if x),
                   "part") for i, g in enumerate(groups)]

@@ -36,7 +36,7 @@ from ..index.terms import (
     normalize,
     without_terms,
 )
-from ..vault.markdown import plain_text, reader_text
+from ..vault.markdown import plain_text, reader_text, url_spans
 from . import fusion
 from .fusion import DEFAULT_PARAMS, Evidence, FusionParams
 from .rerank import DOC_CHARS, RERANK_DEPTH, Reranker, RerankUnavailable, blend
@@ -242,35 +242,21 @@ def first_term_at(text: str, terms: list[str]) -> int:
     return -1
 
 
-_ADDRESS_EDGE = re.compile(r"[\s()<>\[\]\"']")
-
-
-def _address_end(text: str, pos: int) -> int:
-    """The end of the URL ``pos`` lies in, or -1 when it lies in none (a badge's address names the
-    plugin's repository, so a query term is often found there first; a reader never sees it)."""
-    start = pos
-    while start > 0 and not _ADDRESS_EDGE.match(text[start - 1]) and pos - start < 400:
-        start -= 1
-    end = pos
-    while end < len(text) and not _ADDRESS_EDGE.match(text[end]) and end - pos < 400:
-        end += 1
-    token = text[start:end]
-    return end if "://" in token or token.startswith("www.") else -1
-
-
-def term_outside_addresses(text: str, terms: list[str], at: int, tries: int = 20) -> int:
+def term_outside_addresses(text: str, terms: list[str], at: int) -> int:
     """``at`` (a term's first place in ``text``), or the first later place of a term that is not
-    inside a URL, so a snippet shows words a reader sees; ``at`` when every place is in one."""
+    inside a URL, so a snippet shows words a reader sees (a badge's address names the plugin's
+    repository, so a query term is often found there first); ``at`` when every place is in one."""
     pos = at
-    for _ in range(tries):
-        if pos < 0:
+    for s0, e0 in url_spans(text) if at >= 0 else []:
+        if e0 <= pos:
+            continue
+        if s0 > pos:
+            break
+        nxt = first_term_at(text[e0:], terms)  # pos is inside this URL: look past it
+        if nxt < 0:
             return at
-        end = _address_end(text, pos)
-        if end < 0:
-            return pos
-        nxt = first_term_at(text[end:], terms)
-        pos = end + nxt if nxt >= 0 else -1
-    return at
+        pos = e0 + nxt
+    return pos
 
 
 _CUT_LINK = re.compile(r"\[([^\]\n]*)\]\([^)\n]*$")  # a link the window's end cut in two: its text

@@ -72,6 +72,12 @@ _BARE_URL = re.compile(r"\b(?:https?|ftp)://([^/\s)>\]|]+)[^\s)>\]|]*")
 _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>\n]{0,300})?/?>")
 
 
+def url_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every bare URL in ``text`` (Markdown link addresses included), in order:
+    where a reader sees no words."""
+    return [m.span() for m in _BARE_URL.finditer(text)] if "://" in text else []
+
+
 def reader_text(markdown: str, hosts: bool = True) -> str:
     """``markdown`` without what a reader does not read: link addresses, URLs (host kept unless
     ``hosts=False``), HTML tags, comments — for embedding, and for the words search feeds back
