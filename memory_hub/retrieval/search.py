@@ -242,21 +242,22 @@ def first_term_at(text: str, terms: list[str]) -> int:
     return -1
 
 
+URL_REACH = 2048  # characters either side of a term's place searched for the URL it may lie in
+
+
 def term_outside_addresses(text: str, terms: list[str], at: int) -> int:
     """``at`` (a term's first place in ``text``), or the first later place of a term that is not
     inside a URL, so a snippet shows words a reader sees (a badge's address names the plugin's
-    repository, so a query term is often found there first); ``at`` when every place is in one."""
+    repository, so a query term is often found there first); ``at`` when every place is in one.
+    Only the text around each place is searched for URLs: this runs for every hit."""
     pos = at
-    for s0, e0 in url_spans(text) if at >= 0 else []:
-        if e0 <= pos:
-            continue
-        if s0 > pos:
-            break
-        nxt = first_term_at(text[e0:], terms)  # pos is inside this URL: look past it
-        if nxt < 0:
-            return at
-        pos = e0 + nxt
-    return pos
+    while pos >= 0:
+        inside = [e0 for s0, e0 in url_spans(text, max(0, pos - URL_REACH), pos + URL_REACH) if s0 <= pos < e0]
+        if not inside:
+            return pos
+        nxt = first_term_at(text[inside[-1]:], terms)  # look past the URL
+        pos = inside[-1] + nxt if nxt >= 0 else -1
+    return at
 
 
 _CUT_LINK = re.compile(r"\[([^\]\n]*)\]\([^)\n]*$")  # a link the window's end cut in two: its text

@@ -72,10 +72,11 @@ _BARE_URL = re.compile(r"\b(?:https?|ftp)://([^/\s)>\]|]+)[^\s)>\]|]*")
 _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>\n]{0,300})?/?>")
 
 
-def url_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of every bare URL in ``text`` (Markdown link addresses included), in order:
-    where a reader sees no words."""
-    return [m.span() for m in _BARE_URL.finditer(text)] if "://" in text else []
+def url_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """(start, end) of every bare URL (Markdown link addresses included) that begins in
+    ``text[start:end]``, in order: where a reader sees no words. Offsets are ``text``'s."""
+    end = len(text) if end is None else end
+    return [m.span() for m in _BARE_URL.finditer(text, start, end)] if "://" in text[start:end] else []
 
 
 def reader_text(markdown: str, hosts: bool = True) -> str:
