@@ -119,3 +119,23 @@ def test_descriptions_leave_out_comments_html_and_tag_lines() -> None:
     assert note.description == "Plugin ID: nldates Open in Obsidian by argenos."
     assert "%%" not in note.description and "<button" not in note.description
     assert parse_note("x.md", "---\ndescription: Said.\n---\nFirst.\n\nSecond.\n").leads == ["Said.", "First.", "Second."]
+
+
+def test_a_block_of_fields_describes_a_note_only_without_prose() -> None:
+    plugin = ("# VaultSync\n\nPlugin ID: `vault-sync`\nLinks: [GitHub repository](https://github.com/x/y) or "
+              "[<button id=HH>Open in Obsidian</button>](obsidian://show-plugin?id=vault-sync)\n"
+              "Developed by: [[thewordisbird]]\nMobile compatible: [[Mobile-compatible plugins|Yes]]\n\n"
+              "Sync vault with cloud storage provider.\n")
+    note = parse_note("vault-sync.md", plugin)
+    assert note.description == "Sync vault with cloud storage provider."
+    assert note.leads[-1].startswith("Plugin ID: vault-sync Links: GitHub repository")
+    # inline Dataview fields and a full-width colon are fields too
+    assert parse_note("d.md", "status:: done\n作成者： 山田\n\n今日は認証の設計を見直した。\n").description == (
+        "今日は認証の設計を見直した。")
+    # with no prose, the fields are still the description (better than nothing)
+    assert parse_note("f.md", "Author: Ann\nTool: Publish\n").description == "Author: Ann Tool: Publish"
+    # a dialogue repeats its speakers, and a label followed by a sentence is prose: neither moves
+    talk = "Caroline: Hey Mel!\nMelanie: Hi!\nCaroline: How was it?\n\nLater paragraph.\n"
+    assert parse_note("t.md", talk).description == "Caroline: Hey Mel! Melanie: Hi! Caroline: How was it?"
+    said = "Note: the sync server keeps every version of a file for twelve months on the paid plan.\n\nNext.\n"
+    assert parse_note("s.md", said).description.startswith("Note: the sync server")

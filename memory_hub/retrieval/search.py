@@ -36,7 +36,7 @@ from ..index.terms import (
     normalize,
     without_terms,
 )
-from ..vault.markdown import plain_text, reader_text, url_spans
+from ..vault.markdown import field_block, plain_text, reader_text, url_spans
 from . import fusion
 from .fusion import DEFAULT_PARAMS, Evidence, FusionParams
 from .rerank import DOC_CHARS, RERANK_DEPTH, Reranker, RerankUnavailable, blend
@@ -245,21 +245,43 @@ def first_term_at(text: str, terms: list[str]) -> int:
 URL_REACH = 2048  # characters either side of a term's place searched for the URL it may lie in
 
 
+_HEADING_START = re.compile(r"[ \t]{0,3}#{1,6}[ \t]")
+HEADING_SKIPS = 8  # heading lines passed over before a snippet settles for the first place
+
+
+def _title_or_field(text: str, line: int, pos: int) -> bool:
+    """Whether the line from ``line`` holding ``pos`` is a heading or a ``Label: value`` field
+    (``Plugin ID: granola-sync``): the title and the description say those already."""
+    if _HEADING_START.match(text, line):
+        return True
+    end = text.find("\n", pos)
+    return field_block([text[line: end if end >= 0 else len(text)].strip().lstrip("-*+ ").strip()])
+
+
 def term_outside_addresses(text: str, terms: list[str], at: int) -> int:
     """``at`` (a term's first place in ``text``), or the first later place of a term that is not
-    inside a URL, so a snippet shows words a reader sees (a badge's address names the plugin's
-    repository, so a query term is often found there first); ``at`` when every place is in one.
+    inside a URL nor on a heading or field line, so a snippet shows words a reader sees and the
+    title does not already say (a badge's address names the plugin's repository, and ``# Granola
+    Sync`` repeats the title, so a query term is often found there first); ``at`` when there is none.
     Only the text around each place is searched for URLs: this runs for every hit."""
-    pos = at
+    pos, headings = at, 0
     while pos >= 0:
         inside = [e0 for s0, e0 in url_spans(text, max(0, pos - URL_REACH), pos + URL_REACH) if s0 <= pos < e0]
-        if not inside:
+        line = text.rfind("\n", 0, pos) + 1
+        if inside:
+            skip_to = inside[-1]  # look past the URL
+        elif headings < HEADING_SKIPS and _title_or_field(text, line, pos):
+            headings += 1
+            end = text.find("\n", pos)
+            skip_to = end if end >= 0 else len(text)  # look past the line
+        else:
             return pos
-        nxt = first_term_at(text[inside[-1]:], terms)  # look past the URL
-        pos = inside[-1] + nxt if nxt >= 0 else -1
+        nxt = first_term_at(text[skip_to:], terms)
+        pos = skip_to + nxt if nxt >= 0 else -1
     return at
 
 
+_HEADING_MARK = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+", re.MULTILINE)  # a reader sees the heading, not its marks
 _CUT_LINK = re.compile(r"\[([^\]\n]*)\]\([^)\n]*$")  # a link the window's end cut in two: its text
 
 
@@ -274,6 +296,16 @@ def _past_open_comment(text: str, start: int, best: int) -> int:
     if close >= 0 and "<!--" not in pre[:close]:
         start += close + 3
     return start
+
+
+def _before_open_comment(window: str) -> str:
+    """``window`` cut where a comment opens that the window's end leaves open (its text is hidden
+    from a reader, and ``reader_text`` removes only whole comments)."""
+    if window.count("%%") % 2 == 1:
+        window = window[: window.rfind("%%")]
+    if window.rfind("<!--") > window.rfind("-->"):
+        window = window[: window.rfind("<!--")]
+    return window
 
 
 def snippet(body: str, terms: list[str], width: int = 160, at: int | None = None) -> str:
@@ -293,11 +325,13 @@ def snippet(body: str, terms: list[str], width: int = 160, at: int | None = None
         head = re.sub(r"^#.*$", "", text[: width * 4], flags=re.MULTILINE)
         plain = reader_text(plain_text(head))
         return plain[:width] + ("…" if len(plain) > width or len(text) > width * 4 else "")
-    start = max(0, best - width // 3)
+    block = text.rfind("\n\n", 0, best)
+    start = max(0, best - width // 3, block + 2 if block >= 0 else 0)  # not back into the block before
     start = _past_open_comment(text, start, best)
-    window = text[start : start + width * 2]
+    raw = text[start : start + width * 2]
+    window = _before_open_comment(_HEADING_MARK.sub("", raw))
     plain = _CUT_LINK.sub(r"\1", reader_text(plain_text(window)))[:width]
-    return ("…" if start > 0 else "") + plain + ("…" if start + len(window) < len(text) else "")
+    return ("…" if start > 0 else "") + plain + ("…" if start + len(raw) < len(text) else "")
 
 
 MODES = ("lexical", "vector", "hybrid", "hybrid+graph", "hybrid+rerank", "hybrid+graph+rerank")

@@ -137,6 +137,31 @@ _SKIP_PARAGRAPH = re.compile(
 )
 
 
+# A "Label: short value" line (``Developed by: [[someone]]``, ``Status:: done``): a field, not prose.
+_FIELD_LINE = re.compile(r"^(?P<label>[^\s:：.!?,;()\[\]]{1,40}?(?:[ \t][^\s:：.!?,;()\[\]]{1,40}?){0,3})"
+                         r"[ \t]*(?:::?|：)[ \t]+(?P<value>\S.*)$")
+FIELD_VALUE_WORDS = 8
+
+
+def field_block(lines: list[str]) -> bool:
+    """Whether a paragraph is a block of fields: every line ``Label: value`` with a short value
+    and no label twice (a dialogue repeats its speakers). A plugin page's "Plugin ID: … Links:
+    … Developed by: … Mobile compatible: …" opens 1,500 obsidian-hub notes; shown as their
+    description it says nothing the title does not, where the sentence after it says what the
+    plugin does. So such a block is a description only when a note has no prose."""
+    labels: set[str] = set()
+    for line in lines:
+        m = _FIELD_LINE.match(line)
+        if not m:
+            return False
+        value = plain_text(_HTML_TAG.sub(" ", m.group("value")))
+        label = m.group("label").lower()
+        if label in labels or len(value) > 80 or len(value.split()) > FIELD_VALUE_WORDS:
+            return False
+        labels.add(label)
+    return bool(labels)
+
+
 def prose_paragraphs(masked_body: str, original_body: str, limit: int = 240, count: int = 1,
                      code_masked: str | None = None) -> list[str]:
     """The first ``count`` paragraphs of real prose, each trimmed to ``limit`` characters.
@@ -145,7 +170,8 @@ def prose_paragraphs(masked_body: str, original_body: str, limit: int = 240, cou
     placeholders, a paragraph of tags alone (``#placeholder/description``). Comments
     (``%% … %%``, ``<!-- … -->``) and inline HTML tags never reach the text: a reader does not
     see them, so a description must not show them. ``code_masked``: the body with only code
-    masked, when the caller has it (saves a pass).
+    masked, when the caller has it (saves a pass). A block of fields (``field_block``) comes
+    after every prose paragraph found, so it describes only a note with no prose.
     """
     head = masked_body[:_LEAD_SCAN_CHARS]  # leads are near the top; a long body is not scanned whole
     readable = original_body[: len(head)]
@@ -158,6 +184,7 @@ def prose_paragraphs(masked_body: str, original_body: str, limit: int = 240, cou
             pos = m.end()
         readable = "".join(pieces) + readable[pos:]
     found: list[str] = []
+    fields: list[str] = []
     offset = 0
     for block in _PARAGRAPH_BREAK.split(head):
         start, offset = offset, offset + len(block)
@@ -169,14 +196,14 @@ def prose_paragraphs(masked_body: str, original_body: str, limit: int = 240, cou
             continue
         if all(not ln.strip() for ln in masked_lines):  # code only
             continue
-        text = " ".join(_BLOCK_ID.sub("", ln.strip().lstrip("-*+ ").strip()) for ln in lines)
-        text = plain_text(_HTML_TAG.sub(" ", text))
+        stripped = [_BLOCK_ID.sub("", ln.strip().lstrip("-*+ ").strip()) for ln in lines]
+        text = plain_text(_HTML_TAG.sub(" ", " ".join(stripped)))
         if len(_TAG_ONLY.sub("", text).strip(" ,;:.-")) < 3:
             continue
-        found.append(trim(text, limit))
+        (fields if field_block(stripped) else found).append(trim(text, limit))
         if len(found) >= count:
             break
-    return found
+    return (found + fields)[:count]
 
 
 def first_paragraph(masked_body: str, original_body: str, limit: int = 240) -> str:

@@ -18,7 +18,8 @@ from .markdown import inline_tags, mask_code, mask_comments, plain_text, prose_p
 # Bumped whenever the same file would parse to a different note (title, description, kind rules):
 # the index re-reads every note once on its next sync, so an upgrade never leaves old titles behind.
 # 3: the word table indexes the reader's text of the body (``index/lexical.py``).
-PARSE_VERSION = "3"
+# 4: a block of "Label: value" fields describes a note only when it has no prose (``markdown.field_block``).
+PARSE_VERSION = "4"
 
 KNOWLEDGE = "knowledge"
 CAPTURE = "capture"
