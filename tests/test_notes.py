@@ -139,3 +139,20 @@ def test_a_block_of_fields_describes_a_note_only_without_prose() -> None:
     assert parse_note("t.md", talk).description == "Caroline: Hey Mel! Melanie: Hi! Caroline: How was it?"
     said = "Note: the sync server keeps every version of a file for twelve months on the paid plan.\n\nNext.\n"
     assert parse_note("s.md", said).description.startswith("Note: the sync server")
+
+
+def test_a_field_whose_values_are_the_list_under_it() -> None:
+    tool = ("Official website:\n- [Template Website](https://a.example)\n- [My french website](https://b.example)\n"
+            "Cost: 0 (Free)\nAvailable for: [[Windows]], [[macOS]]\n\n"
+            "Converts an Obsidian vault into an MkDocs site.\n")
+    assert parse_note("Obsidian2Mkdocs.md", tool).description == "Converts an Obsidian vault into an MkDocs site."
+    # each field its own paragraph, and a paragraph of links only, as obsidian-hub's tool notes are
+    tool = ("Official website: \n- [Template Website](https://a.example)\n- [French](https://b.example)\n\n"
+            "[Documentation](https://c.example)\n[FAQ](https://d.example)\n\nCost: 0 (Free)\n\n"
+            "Obsidian2Mkdocs is a script that publishes notes with MkDocs.\n")
+    note = parse_note("Obsidian2Mkdocs.md", tool)
+    assert note.description == "Obsidian2Mkdocs is a script that publishes notes with MkDocs."
+    assert note.leads[1:] == ["Official website: Template Website French", "Documentation FAQ", "Cost: 0 (Free)"]
+    # a list under a paragraph that is not a field is prose
+    steps = "To set it up:\n- open the settings\n- turn it on\n\nLater.\n"
+    assert parse_note("s.md", steps).description.startswith("To set it up")

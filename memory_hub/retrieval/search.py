@@ -255,7 +255,7 @@ def _title_or_field(text: str, line: int, pos: int) -> bool:
     if _HEADING_START.match(text, line):
         return True
     end = text.find("\n", pos)
-    return field_block([text[line: end if end >= 0 else len(text)].strip().lstrip("-*+ ").strip()])
+    return field_block([text[line: end if end >= 0 else len(text)]])
 
 
 def term_outside_addresses(text: str, terms: list[str], at: int) -> int:

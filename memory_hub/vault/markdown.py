@@ -138,28 +138,48 @@ _SKIP_PARAGRAPH = re.compile(
 
 
 # A "Label: short value" line (``Developed by: [[someone]]``, ``Status:: done``): a field, not prose.
-_FIELD_LINE = re.compile(r"^(?P<label>[^\s:：.!?,;()\[\]]{1,40}?(?:[ \t][^\s:：.!?,;()\[\]]{1,40}?){0,3})"
-                         r"[ \t]*(?:::?|：)[ \t]+(?P<value>\S.*)$")
+_FIELD_LINE = re.compile(r"^(?P<label>[^\s:：.!?,;()\[\]、。]{1,40}?(?:[ \t][^\s:：.!?,;()\[\]、。]{1,40}?){0,3})"
+                         r"[ \t]*(?:::?|：)(?:[ \t]+(?P<value>\S.*))?$")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])[ \t]+")
+_LINKS_ONLY = re.compile(r"^(?:(?:\[\[[^\]\n]*\]\]|!?\[[^\]\n]*\]\([^)\n]*\)|<https?://[^>\s]*>)[\s,|·•-]*)+$")
 FIELD_VALUE_WORDS = 8
 
 
 def field_block(lines: list[str]) -> bool:
     """Whether a paragraph is a block of fields: every line ``Label: value`` with a short value
-    and no label twice (a dialogue repeats its speakers). A plugin page's "Plugin ID: … Links:
-    … Developed by: … Mobile compatible: …" opens 1,500 obsidian-hub notes; shown as their
-    description it says nothing the title does not, where the sentence after it says what the
-    plugin does. So such a block is a description only when a note has no prose."""
+    (or ``Label:`` with its values as the list items under it), and no label twice (a dialogue
+    repeats its speakers). A plugin page's "Plugin ID: … Links: … Developed by: … Mobile
+    compatible: …" opens 1,500 obsidian-hub notes; shown as their description it says nothing
+    the title does not, where the sentence after it says what the plugin does. A paragraph of
+    links only is the same kind of block. So such a block is a description only when a note has
+    no prose."""
+    if all(_LINKS_ONLY.match(_LIST_ITEM.sub("", line).strip()) for line in lines):
+        return True  # a list of links ("[Documentation](…) [FAQ](…)") points elsewhere; it says nothing
     labels: set[str] = set()
+    listing = False  # the last field had no value on its line: list items below are its values
+    bare = False  # a "Label:" line was seen; alone it is as likely a sentence ("To set it up:")
+    linked = True  # every value under a bare label is a link ("Official website:" + links)
     for line in lines:
-        m = _FIELD_LINE.match(line)
+        item = _LIST_ITEM.match(line)
+        body = line[item.end():].strip() if item else line.strip()
+        m = _FIELD_LINE.match(body)
         if not m:
+            if not (item and listing):
+                return False
+            value = body
+            linked = linked and bool(_LINKS_ONLY.match(body))
+        else:
+            label = m.group("label").lower()
+            if label in labels:
+                return False
+            labels.add(label)
+            value = m.group("value") or ""
+            listing = not value
+            bare = bare or listing
+        value = plain_text(_HTML_TAG.sub(" ", value))
+        if len(value) > 80 or len(value.split()) > FIELD_VALUE_WORDS:
             return False
-        value = plain_text(_HTML_TAG.sub(" ", m.group("value")))
-        label = m.group("label").lower()
-        if label in labels or len(value) > 80 or len(value.split()) > FIELD_VALUE_WORDS:
-            return False
-        labels.add(label)
-    return bool(labels)
+    return len(labels) >= (2 if bare and not linked else 1)
 
 
 def prose_paragraphs(masked_body: str, original_body: str, limit: int = 240, count: int = 1,
@@ -196,11 +216,11 @@ def prose_paragraphs(masked_body: str, original_body: str, limit: int = 240, cou
             continue
         if all(not ln.strip() for ln in masked_lines):  # code only
             continue
-        stripped = [_BLOCK_ID.sub("", ln.strip().lstrip("-*+ ").strip()) for ln in lines]
-        text = plain_text(_HTML_TAG.sub(" ", " ".join(stripped)))
+        text = " ".join(_BLOCK_ID.sub("", ln.strip().lstrip("-*+ ").strip()) for ln in lines)
+        text = plain_text(_HTML_TAG.sub(" ", text))
         if len(_TAG_ONLY.sub("", text).strip(" ,;:.-")) < 3:
             continue
-        (fields if field_block(stripped) else found).append(trim(text, limit))
+        (fields if field_block(lines) else found).append(trim(text, limit))
         if len(found) >= count:
             break
     return (found + fields)[:count]

@@ -18,8 +18,9 @@ from .markdown import inline_tags, mask_code, mask_comments, plain_text, prose_p
 # Bumped whenever the same file would parse to a different note (title, description, kind rules):
 # the index re-reads every note once on its next sync, so an upgrade never leaves old titles behind.
 # 3: the word table indexes the reader's text of the body (``index/lexical.py``).
-# 4: a block of "Label: value" fields describes a note only when it has no prose (``markdown.field_block``).
-PARSE_VERSION = "4"
+# 4: a block of "Label: value" fields describes a note only when it has no prose (``markdown.field_block``);
+# 5: also a field whose values are the links listed under it, and a paragraph of links only.
+PARSE_VERSION = "5"
 
 KNOWLEDGE = "knowledge"
 CAPTURE = "capture"
