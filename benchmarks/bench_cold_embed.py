@@ -36,6 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import DEFAULT_DATA, REPO, RESULTS, machine, print_table  # noqa: E402
+from memory_hub.index.vectors import TABLE_PREFIX  # noqa: E402
 
 OUT = RESULTS / "cold_embed.json"
 
@@ -70,7 +71,8 @@ def _table(vault: Path) -> Any:
 
     db = lancedb.connect(str(vault / ".memory_hub" / "lancedb"))
     names = db.list_tables() if hasattr(db, "list_tables") else db.table_names()
-    names = [str(n) for n in getattr(names, "tables", names) if str(n).startswith("chunks_")]
+    # vectors2_ since the passage layout of issue 15; chunks_ for a checkout from before it (--code)
+    names = [str(n) for n in getattr(names, "tables", names) if str(n).startswith((TABLE_PREFIX, "chunks_"))]
     if len(names) != 1:
         raise SystemExit(f"{vault}: expected one chunk table, found {names}")
     return db.open_table(names[0])
