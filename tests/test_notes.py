@@ -156,3 +156,10 @@ def test_a_field_whose_values_are_the_list_under_it() -> None:
     # a list under a paragraph that is not a field is prose
     steps = "To set it up:\n- open the settings\n- turn it on\n\nLater.\n"
     assert parse_note("s.md", steps).description.startswith("To set it up")
+
+
+def test_a_bold_label_keeps_its_text_and_a_bullet_loses_its_marker() -> None:
+    assert parse_note("t.md", "**Target audience**: authors of plugins and themes who want one place.\n").description == (
+        "Target audience: authors of plugins and themes who want one place.")
+    assert parse_note("n.md", "- * Open the settings and choose the vault you want to sync.\n").description == (
+        "Open the settings and choose the vault you want to sync.")

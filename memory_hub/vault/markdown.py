@@ -140,6 +140,7 @@ _SKIP_PARAGRAPH = re.compile(
 # A "Label: short value" line (``Developed by: [[someone]]``, ``Status:: done``): a field, not prose.
 _FIELD_LINE = re.compile(r"^(?P<label>[^\s:：.!?,;()\[\]、。]{1,40}?(?:[ \t][^\s:：.!?,;()\[\]、。]{1,40}?){0,3})"
                          r"[ \t]*(?:::?|：)(?:[ \t]+(?P<value>\S.*))?$")
+_BULLET = re.compile(r"^\s*(?:[-*+][ \t]+)+")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])[ \t]+")
 _LINKS_ONLY = re.compile(r"^(?:(?:\[\[[^\]\n]*\]\]|!?\[[^\]\n]*\]\([^)\n]*\)|<https?://[^>\s]*>)[\s,|·•-]*)+$")
 FIELD_VALUE_WORDS = 8
@@ -216,7 +217,8 @@ def prose_paragraphs(masked_body: str, original_body: str, limit: int = 240, cou
             continue
         if all(not ln.strip() for ln in masked_lines):  # code only
             continue
-        text = " ".join(_BLOCK_ID.sub("", ln.strip().lstrip("-*+ ").strip()) for ln in lines)
+        # a bullet is "- " / "* " / "+ ": "**Features**:" keeps its bold for plain_text to unwrap
+        text = " ".join(_BLOCK_ID.sub("", _BULLET.sub("", ln).strip()) for ln in lines)
         text = plain_text(_HTML_TAG.sub(" ", text))
         if len(_TAG_ONLY.sub("", text).strip(" ,;:.-")) < 3:
             continue

@@ -20,7 +20,8 @@ from .markdown import inline_tags, mask_code, mask_comments, plain_text, prose_p
 # 3: the word table indexes the reader's text of the body (``index/lexical.py``).
 # 4: a block of "Label: value" fields describes a note only when it has no prose (``markdown.field_block``);
 # 5: also a field whose values are the links listed under it, and a paragraph of links only.
-PARSE_VERSION = "5"
+# 6: a description's lines lose their list marker only ("**Bold**:" kept its "**" as "Bold**:").
+PARSE_VERSION = "6"
 
 KNOWLEDGE = "knowledge"
 CAPTURE = "capture"
