@@ -157,3 +157,21 @@ def test_search_says_when_nothing_really_matches(vault: Path, capsys: pytest.Cap
     code, out, _ = run(capsys, "--vault", str(vault), "search", "how do I refinance my mortgage with zyxquorble",
                        "--mode", "lexical", "--explain")
     assert "low confidence" in out or "no results" in out
+
+
+def test_search_prints_a_snippet_only_when_it_adds_to_the_description(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "note-sync.md").write_text("# Note Sync\n\nPlugin ID: note-sync\nDeveloped by: zig\n\n"
+                                          "Sync notes or plugins between vaults.\n", encoding="utf-8")
+    (folder / "git-sync.md").write_text("# Git\n\nCommits the vault every hour.\n\nIt can sync a remote too.\n",
+                                         encoding="utf-8")
+    assert run(capsys, "init", str(folder))[0] == 0
+    code, out, _ = run(capsys, "--vault", str(folder), "search", "sync", "--mode", "lexical", "--in-process")
+    assert code == 0 and "Sync notes or plugins between vaults." in out
+    assert "› …Sync notes" not in out and "› Sync notes" not in out  # the description already says it
+    assert "› " in out and "sync a remote too" in out  # the other note's snippet says more
+    data = json.loads(run(capsys, "--vault", str(folder), "--json", "search", "sync", "--mode", "lexical",
+                          "--in-process")[1])
+    assert all(hit["snippet"] for hit in data["results"])  # --json keeps every snippet

@@ -120,6 +120,13 @@ def run_team_search(vault: Path, args: argparse.Namespace) -> dict[str, Any]:
             "warnings": warnings, "served_by": served, "timings_ms": {}}
 
 
+
+def says_more(snippet: str, description: str) -> bool:
+    """Whether a snippet adds to the description printed above it: a one-sentence plugin note's
+    snippet is often that sentence again (``--json`` keeps both)."""
+    shown = snippet.strip("… ")
+    return bool(shown) and shown not in description
+
 def cmd_search(args: argparse.Namespace) -> int:
     vault = vault_path(args)
     if args.k is None:
@@ -154,7 +161,7 @@ def cmd_search(args: argparse.Namespace) -> int:
               f"{', ' + hit['date'] if hit['date'] else ''}){flag}")
         if hit["description"]:
             print(f"    {visible(hit['description'])}")
-        if hit["snippet"]:
+        if says_more(hit["snippet"], hit["description"]):
             print(f"    › {visible(hit['snippet'])}")
         if args.explain:
             print(f"    explain: score={hit['score']} channels={json.dumps(hit.get('channels'), ensure_ascii=False)}"
