@@ -120,12 +120,12 @@ def run_team_search(vault: Path, args: argparse.Namespace) -> dict[str, Any]:
             "warnings": warnings, "served_by": served, "timings_ms": {}}
 
 
-
 def says_more(snippet: str, description: str) -> bool:
     """Whether a snippet adds to the description printed above it: a one-sentence plugin note's
     snippet is often that sentence again (``--json`` keeps both)."""
     shown = snippet.strip("… ")
     return bool(shown) and shown not in description
+
 
 def cmd_search(args: argparse.Namespace) -> int:
     vault = vault_path(args)

@@ -245,14 +245,16 @@ def first_term_at(text: str, terms: list[str]) -> int:
 URL_REACH = 2048  # characters either side of a term's place searched for the URL it may lie in
 
 
-_HEADING_START = re.compile(r"[ \t]{0,3}#{1,6}[ \t]")
-HEADING_SKIPS = 8  # heading lines passed over before a snippet settles for the first place
+# A heading's marks at a line start: ``match(text, line)`` asks whether that line is a heading,
+# ``sub`` takes the marks out of a snippet's window (a reader sees the heading, not its marks).
+_HEADING_MARK = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+", re.MULTILINE)
+LINE_SKIPS = 8  # heading or field lines passed over before a snippet settles for the first place
 
 
 def _title_or_field(text: str, line: int, pos: int) -> bool:
     """Whether the line from ``line`` holding ``pos`` is a heading or a ``Label: value`` field
     (``Plugin ID: granola-sync``): the title and the description say those already."""
-    if _HEADING_START.match(text, line):
+    if _HEADING_MARK.match(text, line):
         return True
     end = text.find("\n", pos)
     return field_block([text[line: end if end >= 0 else len(text)]])
@@ -264,14 +266,14 @@ def term_outside_addresses(text: str, terms: list[str], at: int) -> int:
     title does not already say (a badge's address names the plugin's repository, and ``# Granola
     Sync`` repeats the title, so a query term is often found there first); ``at`` when there is none.
     Only the text around each place is searched for URLs: this runs for every hit."""
-    pos, headings = at, 0
+    pos, skipped = at, 0
     while pos >= 0:
         inside = [e0 for s0, e0 in url_spans(text, max(0, pos - URL_REACH), pos + URL_REACH) if s0 <= pos < e0]
         line = text.rfind("\n", 0, pos) + 1
         if inside:
             skip_to = inside[-1]  # look past the URL
-        elif headings < HEADING_SKIPS and _title_or_field(text, line, pos):
-            headings += 1
+        elif skipped < LINE_SKIPS and _title_or_field(text, line, pos):
+            skipped += 1
             end = text.find("\n", pos)
             skip_to = end if end >= 0 else len(text)  # look past the line
         else:
@@ -281,7 +283,6 @@ def term_outside_addresses(text: str, terms: list[str], at: int) -> int:
     return at
 
 
-_HEADING_MARK = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+", re.MULTILINE)  # a reader sees the heading, not its marks
 _CUT_LINK = re.compile(r"\[([^\]\n]*)\]\([^)\n]*$")  # a link the window's end cut in two: its text
 
 
