@@ -609,14 +609,15 @@ def test_snippets_show_what_a_reader_reads(make_vault) -> None:
     for markup in ("://", "shields", "%%", "<button", "Do not edit", "](", "#"):
         assert markup not in hit.snippet, (markup, hit.snippet)
     # a term that only ever occurs inside an address still gets a snippet
-    from memory_hub.retrieval.search import first_term_at, snippet, term_outside_addresses
+    from memory_hub.retrieval.search import first_term_at, readable_term_at, snippet
     text = "see https://example.com/zyx-docs for it"
     at = first_term_at(text, ["zyx"])
-    assert term_outside_addresses(text, ["zyx"], at) == at and snippet(text, ["zyx"], at=at)
+    assert readable_term_at(text, ["zyx"], at) == at
+    assert snippet(text, ["zyx"], at=at) == "see example.com for it"  # the place's sentence, the URL as a reader sees it
     # a comment the window's end leaves open is cut off, and a heading loses its marks
     assert snippet("Sync vault to GitHub. %% kevinmkchin's sponsor block, hidden from readers", ["sync"]) == (
         "Sync vault to GitHub.")
     assert snippet("## Setting up sync\n\nEnable it.", ["sync"]) == "Setting up sync Enable it."
     # a field line holding the term is passed over for the sentence, a heading too
     fields = "# Note Sync\n\nPlugin ID: note-sync\nDeveloped by: zig\n\nSync notes between vaults.\n"
-    assert fields[term_outside_addresses(fields, ["sync"], first_term_at(fields, ["sync"])):].startswith("Sync notes")
+    assert fields[readable_term_at(fields, ["sync"], first_term_at(fields, ["sync"])):].startswith("Sync notes")

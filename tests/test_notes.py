@@ -163,3 +163,25 @@ def test_a_bold_label_keeps_its_text_and_a_bullet_loses_its_marker() -> None:
         "Target audience: authors of plugins and themes who want one place.")
     assert parse_note("n.md", "- * Open the settings and choose the vault you want to sync.\n").description == (
         "Open the settings and choose the vault you want to sync.")
+
+
+def test_one_heading_rule_for_titles_chunks_and_section_edits() -> None:
+    """Titles, chunk trails and section edits read a heading the same way (CommonMark's ATX rule):
+    up to three spaces before the marks, a closing run of marks only after a space."""
+    from memory_hub.index.chunks import chunk_note
+    from memory_hub.vault.edit import edit_body
+    from memory_hub.vault.markdown import HEADING, next_heading
+
+    assert parse_note("lang/c-sharp.md", "# C#\n\nA language.\n").title == "C#"  # was "C": the mark was cut
+    assert parse_note("a/b.md", "# Setup #\n\ntext\n").title == "Setup"
+    assert parse_note("a/b.md", "  # Indented title\n\ntext\n").title == "Indented title"
+    assert parse_note("a/b.md", "    # four spaces is code\n\ntext\n").title == "b"
+    body = "# F#\n\nIntro.\n\n## Setup ##\n\nInstall it.\n\n## Use\n\nRun it.\n"
+    edited, created = edit_body(body, "Install it twice.", "replace", "## Setup")
+    assert not created and edited == body.replace("Install it.", "Install it twice.")
+    long = body.replace("Install it.", "Install it with the package manager of your system. " * 12)
+    trails = [c.heading for c in chunk_note("F#", long, lambda text: len(text.split()), 40)]
+    assert any(h.startswith("F#") and h.endswith("Setup") for h in trails), trails  # "Setup ##" loses its closing marks
+    assert [m.group(2) for m in HEADING.finditer(body)] == ["F#", "Setup", "Use"]
+    assert next_heading(body, body.index("Intro"), max_level=1) is None
+    assert body[next_heading(body, body.index("Intro")):].startswith("## Setup")

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from ..config import moment_to_strftime, settings
+from ..vault.markdown import next_heading
 from ..vault.safe_io import (
     OutsideVault,
     UnreadableNote,
@@ -75,8 +76,8 @@ def insert_link(text: str, line: str) -> str:
         sep = "" if text.endswith("\n") else "\n"
         return f"{text}{sep}\n{line}\n" if text.strip() else f"{line}\n"
     start = m.end() + 1
-    nxt = re.search(r"^#{1,6}\s", text[start:], re.M)
-    end = start + nxt.start() if nxt else len(text)
+    nxt = next_heading(text, start)
+    end = len(text) if nxt is None else nxt
     section = text[start:end]
     placeholder = re.search(r"^[-*][ \t]*$", section, re.M)
     if placeholder:

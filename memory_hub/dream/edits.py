@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..vault.git import GitError
 from ..vault.journal import Change, JournalConflict, commit_atomically
-from ..vault.markdown import mask_code
+from ..vault.markdown import mask_code, next_heading
 from ..vault.safe_io import OutsideVault, UnreadableNote, read_bytes_and_stat, safe_path
 
 
@@ -111,8 +111,8 @@ def _section_bounds(text: str, heading: str) -> tuple[int, int] | None:
     if m is None:
         return None
     start = m.end() + 1 if m.end() < len(text) else m.end()
-    nxt = re.search(r"^#{1,2}[ \t]", text[start:], re.M)
-    return start, (start + nxt.start() if nxt else len(text))
+    nxt = next_heading(text, start, max_level=2)
+    return start, (len(text) if nxt is None else nxt)
 
 
 def append_to_section(text: str, heading: str, lines: list[str]) -> str:

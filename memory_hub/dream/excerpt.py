@@ -26,7 +26,7 @@ from urllib.parse import quote, unquote
 
 from ..capture.learnings import term_set
 from ..vault.links import EMBED, MARKDOWN, WIKILINK
-from ..vault.markdown import mask_code, plain_text
+from ..vault.markdown import HEADING, mask_code, plain_text
 from .corpus import Corpus, Doc
 from .edits import _WIKI, body_paragraphs
 
@@ -39,7 +39,6 @@ _META_SECTION = re.compile(r"(?i)^##[ \t]+(?:action items|source:.*)[ \t]*$")
 _META_LINE = re.compile(
     r"(?i)^[ \t]*(?:[-*+][ \t]+\[[ ]\][ \t].*|[-*+][ \t]*|(?:[-*+][ \t]+)?(?:todo|to-do|fixme)[ \t]*[:：].*"
     r"|dump it here.*|action items?\b[^.!?]*[:：][ \t]*|process into:.*|from the session transcript \[\[.*)$")
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*)$")
 _NOTHING_ELSE = re.compile(r"[\s\-*+,;:.、。()（）]*")  # what may stand beside a self-link on a line it alone fills
 
 
@@ -121,7 +120,7 @@ def _strip_meta(body: str) -> str:
     in_meta = False
     seen_h1 = False
     for raw, mask in zip(lines, masked, strict=True):
-        heading = _HEADING.match(mask)
+        heading = HEADING.match(mask)
         if heading:
             level = len(heading.group(1))
             if level == 1 and not seen_h1:
@@ -132,7 +131,8 @@ def _strip_meta(body: str) -> str:
                 if in_meta:
                     continue
             if not in_meta:
-                kept.append("#### " + _HEADING.match(raw).group(2) if _HEADING.match(raw) else raw)
+                written = HEADING.match(raw)  # the heading as written (``mask`` blanks its code)
+                kept.append("#### " + written.group(2) if written else raw)
             continue
         if in_meta:
             continue
@@ -181,7 +181,7 @@ def carry(corpus: Corpus, doc: Doc, dest: str, have: list[set[str]], limit: int 
         if not masked.strip():
             kept.append(block)  # code only
             continue
-        if _HEADING.match(block) and "\n" not in block:
+        if HEADING.match(block) and "\n" not in block:
             kept.append(block)
             continue
         terms = term_set(plain_text(masked))
@@ -190,9 +190,9 @@ def carry(corpus: Corpus, doc: Doc, dest: str, have: list[set[str]], limit: int 
         kept.append(block)
         if terms:
             have.append(terms)
-    while kept and _HEADING.match(kept[-1]) and "\n" not in kept[-1]:
+    while kept and HEADING.match(kept[-1]) and "\n" not in kept[-1]:
         kept.pop()  # a heading whose section was all left out
-    if not any(not (_HEADING.match(b) and "\n" not in b) for b in kept):
+    if not any(not (HEADING.match(b) and "\n" not in b) for b in kept):
         return ""
     out = "\n\n".join(kept)
     if len(out) > limit:

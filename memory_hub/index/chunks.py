@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..vault.markdown import mask_code, mask_comments, plain_text, reader_text
+from ..vault.markdown import HEADING, HEADING_MARK, mask_code, mask_comments, plain_text, reader_text
 from .terms import HAN, HANGUL, HIRAGANA, KATAKANA
 
 TokenCounter = Callable[[str], int]
@@ -26,7 +26,6 @@ TokenCounter = Callable[[str], int]
 # is cut into pieces of about this many tokens: on LoCoMo sessions (long dialogues) vector-only
 # session recall@5 went 0.774 (cut at the window) → 0.789 (320) → 0.809 (96).
 TARGET_TOKENS = 96
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ class _Piece:
 def _sections(body: str) -> list[_Piece]:
     """Cut the body at headings that are not inside code: [(start, end, heading trail)]."""
     masked = mask_code(body)
-    cuts: list[tuple[int, int, str]] = [(m.start(), len(m.group(1)), m.group(2).strip()) for m in _HEADING.finditer(masked)]
+    cuts: list[tuple[int, int, str]] = [(m.start(), len(m.group(1)), m.group(2).strip()) for m in HEADING.finditer(masked)]
     pieces: list[_Piece] = []
     trail: list[tuple[int, str]] = []
     prev = 0
@@ -154,7 +153,7 @@ def chunk_note(title: str, body: str, count_tokens: TokenCounter, max_tokens: in
     # A unit that is only a heading line says nothing its successor's header does not already say.
     units = [u for i, u in enumerate(units)
              if not (i + 1 < len(units) and units[i + 1].trail == u.trail
-                     and not _HEADING.sub("", body[u.start:u.end]).strip())]
+                     and not HEADING.sub("", body[u.start:u.end]).strip())]
     if not units:
         return [Chunk(0, 0, len(body), "", render((), 0, 0, True))]
 
@@ -228,14 +227,13 @@ _LETTER_WORD = re.compile(r"[^\W\d_]{2,}")
 _CJK_CHAR = re.compile(f"[{HAN}{KATAKANA}{HIRAGANA}{HANGUL}]")
 # A span is prose from this many words (two CJK characters count as one).
 PROSE_WORDS = 4
-_HEADING_LINE = re.compile(r"\s*#{1,6}\s")
 
 
 def _is_prose(masked_span: str) -> bool:
     """Whether a span (code and comments already blanked) says something in words: not a heading,
     and, links, tags and block ids left out, at least ``PROSE_WORDS`` words."""
     text = reader_text(masked_span)
-    if _HEADING_LINE.match(text):
+    if HEADING_MARK.match(text.lstrip()):
         return False
     rest = _NOT_PROSE.sub(" ", text)
     cjk = len(_CJK_CHAR.findall(rest))

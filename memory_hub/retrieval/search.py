@@ -36,7 +36,7 @@ from ..index.terms import (
     normalize,
     without_terms,
 )
-from ..vault.markdown import field_block, plain_text, reader_text, url_spans
+from ..vault.markdown import HEADING_MARK, field_block, plain_text, reader_text, url_spans
 from . import fusion
 from .fusion import DEFAULT_PARAMS, Evidence, FusionParams
 from .rerank import DOC_CHARS, RERANK_DEPTH, Reranker, RerankUnavailable, blend
@@ -245,22 +245,19 @@ def first_term_at(text: str, terms: list[str]) -> int:
 URL_REACH = 2048  # characters either side of a term's place searched for the URL it may lie in
 
 
-# A heading's marks at a line start: ``match(text, line)`` asks whether that line is a heading,
-# ``sub`` takes the marks out of a snippet's window (a reader sees the heading, not its marks).
-_HEADING_MARK = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+", re.MULTILINE)
 LINE_SKIPS = 8  # heading or field lines passed over before a snippet settles for the first place
 
 
 def _title_or_field(text: str, line: int, pos: int) -> bool:
     """Whether the line from ``line`` holding ``pos`` is a heading or a ``Label: value`` field
     (``Plugin ID: granola-sync``): the title and the description say those already."""
-    if _HEADING_MARK.match(text, line):
+    if HEADING_MARK.match(text, line):
         return True
     end = text.find("\n", pos)
     return field_block([text[line: end if end >= 0 else len(text)]])
 
 
-def term_outside_addresses(text: str, terms: list[str], at: int) -> int:
+def readable_term_at(text: str, terms: list[str], at: int) -> int:
     """``at`` (a term's first place in ``text``), or the first later place of a term that is not
     inside a URL nor on a heading or field line, so a snippet shows words a reader sees and the
     title does not already say (a badge's address names the plugin's repository, and ``# Granola
@@ -330,7 +327,7 @@ def snippet(body: str, terms: list[str], width: int = 160, at: int | None = None
     start = max(0, best - width // 3, block + 2 if block >= 0 else 0)  # not back into the block before
     start = _past_open_comment(text, start, best)
     raw = text[start : start + width * 2]
-    window = _before_open_comment(_HEADING_MARK.sub("", raw))
+    window = _before_open_comment(HEADING_MARK.sub("", raw))
     plain = _CUT_LINK.sub(r"\1", reader_text(plain_text(window)))[:width]
     return ("…" if start > 0 else "") + plain + ("…" if start + len(raw) < len(text) else "")
 
@@ -732,7 +729,7 @@ def _search(store: Store, query: str, k: int, filters: Filters | None, explain: 
         body = bodies.get(hit.note_id, "")
         at = first_term_at(body, terms.all_terms)
         if at >= 0 and not empty_term:
-            at = term_outside_addresses(body, terms.all_terms, at)
+            at = readable_term_at(body, terms.all_terms, at)
         if at < 0 and not empty_term and hit.note_id in best_chunk:
             s0, e0, _ = best_chunk[hit.note_id]  # no query word in the note: show the passage that matched
             hit.snippet = snippet(body[s0:e0], [])

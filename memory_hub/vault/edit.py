@@ -27,7 +27,7 @@ from .editing import (
 )
 from .git import GitError
 from .journal import Change, CommitBlocked, JournalConflict, commit_atomically
-from .markdown import mask_code
+from .markdown import HEADING, mask_code
 from .redact import Redaction
 from .walk import decode_note
 
@@ -35,7 +35,6 @@ APPEND = "append"
 REPLACE = "replace"
 MODES = (APPEND, REPLACE)
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]")
 
 
@@ -69,19 +68,19 @@ class Section:
 def sections(body: str) -> list[Section]:
     """Every heading of ``body`` outside code, with the span of its section."""
     masked = mask_code(body)
-    found = [(len(m.group(1)), m.group(2).strip(), m.start(), m.end()) for m in _HEADING.finditer(masked)]
+    found = [(len(m.group(1)), m.group(2).strip(), m.start(), m.end()) for m in HEADING.finditer(masked)]
     out = []
     for i, (level, title, start, stop) in enumerate(found):
         end = next((s for lv, _t, s, _e in found[i + 1:] if lv <= level), len(body))
         content = stop + 1 if stop < len(body) else stop
-        written = _HEADING.match(body[start:stop])  # the heading as written (``masked`` blanks its code)
+        written = HEADING.match(body[start:stop])  # the heading as written (``masked`` blanks its code)
         out.append(Section(level, written.group(2).strip() if written else title, body.count("\n", 0, start) + 1,
                            start, content, end))
     return out
 
 
 def _wanted(heading: str) -> tuple[int | None, str]:
-    m = re.match(r"^(#{1,6})\s+(.*)$", heading.strip())
+    m = HEADING.fullmatch(heading.strip())
     return (len(m.group(1)), m.group(2).strip()) if m else (None, heading.strip())
 
 

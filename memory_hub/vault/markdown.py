@@ -246,7 +246,33 @@ def trim(text: str, limit: int) -> str:
     return cut.rstrip(" ,;:.-") + "…"
 
 
-_H1 = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+# An ATX heading as CommonMark reads one: up to three spaces, 1–6 marks, a space or tab, the text,
+# and an optional closing run of marks after a space (``## Setup ##`` is "Setup"; ``## C#`` keeps
+# its "#"). group(1) the marks, group(2) the text. Every layer that asks what a heading is (titles,
+# chunk trails, section edits, snippets, dream's excerpts, the daily note) asks this pattern.
+HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
+# A heading's marks at a line start, the text not required: ``match(text, line)`` asks whether a
+# line opens as a heading, ``sub`` takes the marks out of a line a reader sees rendered.
+HEADING_MARK = re.compile(r"^ {0,3}#{1,6}[ \t]+", re.MULTILINE)
+
+
+def next_heading(text: str, start: int = 0, max_level: int = 6) -> int | None:
+    """Offset of the first heading line at or after ``start`` whose level is at most ``max_level``
+    (where a section that began above it ends); None when there is none."""
+    for m in HEADING.finditer(text, start):
+        if len(m.group(1)) <= max_level:
+            return m.start()
+    return None
+
+
+def _h1(text: str, search: bool) -> str | None:
+    """The text of the first H1 in ``text`` (``search``), or of ``text`` itself when it is one line
+    that is an H1."""
+    found = HEADING.finditer(text) if search else [HEADING.fullmatch(text)]
+    m = next((m for m in found if m and len(m.group(1)) == 1), None)
+    return plain_text(m.group(2)) if m else None
+
+
 # Lines that may stand above a note's title heading without being its text: images and embeds,
 # badges, tags, HTML, rules, and (already blanked in the masked body) comments and code.
 _ABOVE_TITLE = re.compile(r"^\s*(?:!\[[^\n]*|<[^\n]*|[-*_]{3,}\s*|(?:#[^\s#][^\s]*\s*)+)$")
@@ -254,8 +280,7 @@ _ABOVE_TITLE = re.compile(r"^\s*(?:!\[[^\n]*|<[^\n]*|[-*_]{3,}\s*|(?:#[^\s#][^\s
 
 def first_heading(masked_body: str) -> str | None:
     """The first H1 anywhere in the body (outside code)."""
-    m = _H1.search(masked_body)
-    return plain_text(m.group(1)) if m else None
+    return _h1(masked_body, search=True)
 
 
 def top_heading(masked_body: str) -> str | None:
@@ -266,8 +291,7 @@ def top_heading(masked_body: str) -> str | None:
     for line in masked_body.split("\n"):
         if not line.strip() or _ABOVE_TITLE.match(line):
             continue
-        m = _H1.match(line)
-        return plain_text(m.group(1)) if m else None
+        return _h1(line, search=False)
     return None
 
 

@@ -21,7 +21,8 @@ from .markdown import inline_tags, mask_code, mask_comments, plain_text, prose_p
 # 4: a block of "Label: value" fields describes a note only when it has no prose (``markdown.field_block``);
 # 5: also a field whose values are the links listed under it, and a paragraph of links only.
 # 6: a description's lines lose their list marker only ("**Bold**:" kept its "**" as "Bold**:").
-PARSE_VERSION = "6"
+# 7: one heading rule everywhere (``markdown.HEADING``: "# C#" is "C#", an H1 may be indented 1-3 spaces).
+PARSE_VERSION = "7"
 
 KNOWLEDGE = "knowledge"
 CAPTURE = "capture"
