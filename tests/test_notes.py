@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from memory_hub.index.chunks import chunk_note
+from memory_hub.vault.edit import edit_body
+from memory_hub.vault.markdown import HEADING, next_heading
 from memory_hub.vault.notes import infer_kind, parse_note
 
 
@@ -168,10 +171,6 @@ def test_a_bold_label_keeps_its_text_and_a_bullet_loses_its_marker() -> None:
 def test_one_heading_rule_for_titles_chunks_and_section_edits() -> None:
     """Titles, chunk trails and section edits read a heading the same way (CommonMark's ATX rule):
     up to three spaces before the marks, a closing run of marks only after a space."""
-    from memory_hub.index.chunks import chunk_note
-    from memory_hub.vault.edit import edit_body
-    from memory_hub.vault.markdown import HEADING, next_heading
-
     assert parse_note("lang/c-sharp.md", "# C#\n\nA language.\n").title == "C#"  # was "C": the mark was cut
     assert parse_note("a/b.md", "# Setup #\n\ntext\n").title == "Setup"
     assert parse_note("a/b.md", "  # Indented title\n\ntext\n").title == "Indented title"

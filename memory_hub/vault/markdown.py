@@ -248,8 +248,9 @@ def trim(text: str, limit: int) -> str:
 
 # An ATX heading as CommonMark reads one: up to three spaces, 1–6 marks, a space or tab, the text,
 # and an optional closing run of marks after a space (``## Setup ##`` is "Setup"; ``## C#`` keeps
-# its "#"). group(1) the marks, group(2) the text. Every layer that asks what a heading is (titles,
-# chunk trails, section edits, snippets, dream's excerpts, the daily note) asks this pattern.
+# its "#"). group(1) the marks, group(2) the text. Titles, chunk trails, section edits, snippets,
+# dream's excerpts and section ends ask this pattern; finders of one named section (the daily note's
+# captures, dream's "## Action items") still match their own names.
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
 # A heading's marks at a line start, the text not required: ``match(text, line)`` asks whether a
 # line opens as a heading, ``sub`` takes the marks out of a line a reader sees rendered.
@@ -265,14 +266,6 @@ def next_heading(text: str, start: int = 0, max_level: int = 6) -> int | None:
     return None
 
 
-def _h1(text: str, search: bool) -> str | None:
-    """The text of the first H1 in ``text`` (``search``), or of ``text`` itself when it is one line
-    that is an H1."""
-    found = HEADING.finditer(text) if search else [HEADING.fullmatch(text)]
-    m = next((m for m in found if m and len(m.group(1)) == 1), None)
-    return plain_text(m.group(2)) if m else None
-
-
 # Lines that may stand above a note's title heading without being its text: images and embeds,
 # badges, tags, HTML, rules, and (already blanked in the masked body) comments and code.
 _ABOVE_TITLE = re.compile(r"^\s*(?:!\[[^\n]*|<[^\n]*|[-*_]{3,}\s*|(?:#[^\s#][^\s]*\s*)+)$")
@@ -280,7 +273,7 @@ _ABOVE_TITLE = re.compile(r"^\s*(?:!\[[^\n]*|<[^\n]*|[-*_]{3,}\s*|(?:#[^\s#][^\s
 
 def first_heading(masked_body: str) -> str | None:
     """The first H1 anywhere in the body (outside code)."""
-    return _h1(masked_body, search=True)
+    return next((plain_text(m.group(2)) for m in HEADING.finditer(masked_body) if len(m.group(1)) == 1), None)
 
 
 def top_heading(masked_body: str) -> str | None:
@@ -291,7 +284,8 @@ def top_heading(masked_body: str) -> str | None:
     for line in masked_body.split("\n"):
         if not line.strip() or _ABOVE_TITLE.match(line):
             continue
-        return _h1(line, search=False)
+        m = HEADING.fullmatch(line)
+        return plain_text(m.group(2)) if m and len(m.group(1)) == 1 else None
     return None
 
 
