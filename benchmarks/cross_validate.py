@@ -54,6 +54,7 @@ from common import (  # noqa: E402
 )
 from retrieval_compare import BENCH_DIR, prepare  # noqa: E402
 
+from memory_hub.index import vectors as vector_module  # noqa: E402
 from memory_hub.index.embed import load_embedder  # noqa: E402
 from memory_hub.index.lexical import Filters  # noqa: E402
 from memory_hub.index.store import Store  # noqa: E402
@@ -203,6 +204,8 @@ def gathered(corpus: Corpus, refresh: bool = False) -> list[pipeline.Gathered]:
     """Every query's channels, from the disk cache when the code and the index are unchanged."""
     plan = pipeline.stages("hybrid+graph")
     key = f"{corpus.name}-{_code_key()}-{corpus.vectors.name}-{len(corpus.queries)}"
+    if vector_module.CHUNK_DRAWS_PENALTY:  # the vector channel's scoring is part of what was gathered
+        key += f"-draws{vector_module.CHUNK_DRAWS_PENALTY}"
     path = BENCH_DIR / "cv-cache" / f"{key.replace(':', '_')}.pkl"
     if path.exists() and not refresh:
         return pickle.loads(path.read_bytes())
@@ -308,6 +311,12 @@ def trigram_grid() -> list[tuple[str, FusionParams]]:
             ("trigram_recall_only", replace(DEFAULT_PARAMS, trigram_recall_only=True))]
 
 
+# ``--grid chunks``: the vector channel's penalty for a long note's many chunks
+# (``vectors.CHUNK_DRAWS_PENALTY``), cosine per unit of sqrt(2 ln n). It changes what the vector
+# channel returns, so each value is gathered on its own (and cached under its own key).
+CHUNK_DRAWS = (0.0, 0.003, 0.006, 0.009)
+
+
 def complexity(name: str) -> int:
     return 0 if name == "plain" else len(name.split())
 
@@ -360,15 +369,43 @@ def by_category(queries: list[Query], gathered_all: list[tuple[Corpus, pipeline.
     return rows
 
 
+def chunk_draws_scores(corpora: list[Corpus], refresh: bool, mode: str = "hybrid+graph"
+                       ) -> tuple[dict[str, list[float]], dict[str, dict[str, float]]]:
+    """Per ``CHUNK_DRAWS`` value: every query's objective in ``mode`` at the default fusion, and
+    each set's in-sample objective of the vector channel alone (what the penalty is for)."""
+    default = vector_module.CHUNK_DRAWS_PENALTY
+    scores: dict[str, list[float]] = {}
+    vector_mode: dict[str, dict[str, float]] = {}
+    try:
+        for value in CHUNK_DRAWS:
+            vector_module.CHUNK_DRAWS_PENALTY = value
+            name = "plain" if value == default else f"chunk_draws={value}"
+            row: list[float] = []
+            per_set: dict[str, list[float]] = {}
+            for corpus in corpora:
+                for q, g in zip(corpus.queries, gathered(corpus, refresh), strict=True):
+                    paths, low = ranked_paths(corpus, g, DEFAULT_PARAMS, mode)
+                    row.append(q.judge(paths, low))
+                    vpaths, vlow = ranked_paths(corpus, g, DEFAULT_PARAMS, "vector")
+                    per_set.setdefault(q.set, []).append(q.judge(vpaths, vlow))
+            scores[name] = row
+            vector_mode[name] = {k: round(sum(v) / len(v), 4) for k, v in per_set.items()}
+            print(f"  {name}: vector channel alone {vector_mode[name]}", file=sys.stderr)
+    finally:
+        vector_module.CHUNK_DRAWS_PENALTY = default
+    return scores, vector_mode
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default="scifact,jsquad-ja,locomo,nq")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--limit", type=int, help="only the first N queries of each set (exploring)")
-    parser.add_argument("--grid", choices=["lean", "small", "full", "evidence", "recall", "trigram"], default="small",
+    parser.add_argument("--grid", choices=["lean", "small", "full", "evidence", "recall", "trigram", "chunks"], default="small",
                         help="evidence: around the default, the cross-script and short-query factors; "
                         "recall: channel heads admitted to calibration, informative-term coverage; "
-                        "trigram: whether the trigram channel votes only for notes the word channel lacks")
+                        "trigram: whether the trigram channel votes only for notes the word channel lacks; "
+                        "chunks: the vector channel's penalty for a note's many chunks (gathered once per value)")
     parser.add_argument("--mode", default="hybrid+graph", choices=["lexical", "vector", "hybrid", "hybrid+graph"],
                         help="the mode whose ranking the objective scores (default hybrid+graph)")
     parser.add_argument("--tolerance", type=float, default=0.002,
@@ -392,18 +429,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.categories:
         cats = by_category(queries, gathered_all, DEFAULT_PARAMS)
         print_table(cats, ["mode", "category", "n", "hit@5", "mrr@10"])
-    settings = {"evidence": evidence_grid, "recall": recall_grid, "trigram": trigram_grid}.get(
-        args.grid, lambda: grid(args.grid))()
-    print(f"{len(queries)} queries, {len(settings)} settings", file=sys.stderr)
     scores: dict[str, list[float]] = {}
-    for n, (name, params) in enumerate(settings):
-        row = []
-        for q, (corpus, g) in zip(queries, gathered_all, strict=True):
-            paths, low = ranked_paths(corpus, g, params, args.mode)
-            row.append(q.judge(paths, low))
-        scores[name] = row
-        if n % 10 == 0:
-            print(f"  {n + 1}/{len(settings)} settings scored", file=sys.stderr)
+    extra: dict[str, Any] = {}
+    if args.grid == "chunks":
+        scores, extra["vector_mode_in_sample"] = chunk_draws_scores(corpora, args.refresh)
+    else:
+        settings = {"evidence": evidence_grid, "recall": recall_grid, "trigram": trigram_grid}.get(
+            args.grid, lambda: grid(args.grid))()
+        print(f"{len(queries)} queries, {len(settings)} settings", file=sys.stderr)
+        for n, (name, params) in enumerate(settings):
+            row = []
+            for q, (corpus, g) in zip(queries, gathered_all, strict=True):
+                paths, low = ranked_paths(corpus, g, params, args.mode)
+                row.append(q.judge(paths, low))
+            scores[name] = row
+            if n % 10 == 0:
+                print(f"  {n + 1}/{len(settings)} settings scored", file=sys.stderr)
     fold = folds_of(queries, args.folds)
     chosen = []
     held: list[dict[str, float]] = []
@@ -437,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"folds": args.folds, "mode": args.mode, "queries": {s: sum(q.set == s for q in queries) for s in sets},
               "held_out": summary, "chosen": chosen, "grid": args.grid, "tolerance": args.tolerance,
               "in_sample": [{"setting": n, **{k2: round(v, 4) for k2, v in o.items()}} for n, o in in_sample],
-              "wall_s": round(time.time() - started, 1),
+              **extra, "wall_s": round(time.time() - started, 1),
               "command": "python benchmarks/cross_validate.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     print(f"wrote {write_result(args.out + (f'-limit{args.limit}' if args.limit else ''), result)}")
     return 0

@@ -241,3 +241,36 @@ def test_coverage_is_cached_across_meta_writes_and_follows_note_changes(tmp_path
     write_files(root, {"n99.md": "# New\n\nnot embedded yet\n"})
     sync(root, store=store, progress=False)
     assert vi.notes_covered(store) == (10, 11)
+
+
+def test_the_many_chunks_penalty_scores_the_same_on_both_paths(table, monkeypatch) -> None:  # noqa: ANN001
+    """``CHUNK_DRAWS_PENALTY`` lowers each chunk by penalty * sqrt(2 ln n), n its note's chunks: the
+    ANN path (which must count a note's chunks itself) scores exactly as the matrix does, a note
+    winning by its note-level vector keeps its cosine, and a note of one chunk is never lowered."""
+    root, store, vi, vecs, rng = table
+    monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 64)
+    if vi._ann_index(vi._table()) is None:
+        vi.build_ann()
+    vi.ann_probes = vi._table().count_rows() // 64
+    chunked = [r[0] for r in store.conn.execute("SELECT path FROM notes ORDER BY path")][::5]  # 2 chunks each
+    qs = _unit(vecs[rng.choice(len(vecs), 4)] + 0.2 * rng.normal(size=(4, DIM)))
+    plain = [_both(vi, store, q)[0] for q in qs]
+    monkeypatch.setattr(vectors_mod, "CHUNK_DRAWS_PENALTY", 0.05)
+    vi._draws = None
+    moved = 0
+    for q, before in zip(qs, plain, strict=True):
+        exact, ann = _both(vi, store, q)
+        assert [h[0] for h in ann] == [h[0] for h in exact]
+        assert np.allclose([h[1] for h in ann], [h[1] for h in exact], atol=1e-4)
+        was = {h[0]: h for h in before}
+        for nid, score, hit in exact:
+            old = was.get(nid)
+            if old is None:
+                continue
+            assert score <= old[1] + 1e-6  # a penalty never raises a note
+            if hit.path not in chunked:
+                assert score == pytest.approx(old[1], abs=1e-6)  # no chunks, nothing to lower
+            elif old[2].start != 0:  # it had won by a chunk: now that chunk minus 0.05 * sqrt(2 ln 2), or its note vector
+                moved += score < old[1] - 1e-6
+    assert moved, "no chunk-scored note moved: the penalty did nothing"
+    assert vi._draws is not None and set(vi._draws[1]) == set(chunked)  # counted once, only the chunked notes

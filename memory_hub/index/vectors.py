@@ -36,6 +36,7 @@ import contextlib
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import sys
 import threading
@@ -80,6 +81,13 @@ BATCH = 64
 # A chunk speaks for its note only when it beats the note-level vector by more than this much
 # cosine (chosen by cross-validation, benchmarks/cross_validate.py).
 CHUNK_OFFSET = 0.0
+# A long note's best chunk is the best of n draws, and the expected best of n draws from one
+# distribution sits about sqrt(2 ln n) of its standard deviations above the mean: a reference page
+# of 150 chunks (every command of the CLI, every translator in the credits) scores near the top for
+# any question by chance. Each chunk's cosine is lowered by this much per unit of sqrt(2 ln n), n
+# its note's chunk count (a note of one window has no chunks and is never lowered); e5's cosines
+# over a vault spread by ~0.018 per query (median over the natural questions).
+CHUNK_DRAWS_PENALTY = 0.0
 # From this many rows on, search goes through the table's ANN index instead of a matrix in memory
 # (300k rows would be ~450 MB of float32; the serving budget is 700 MB with the model).
 ANN_FROM = 100_000
@@ -325,6 +333,11 @@ class _Matrix:
         self.group_starts = np.r_[0, np.nonzero(np.diff(self.group_owner))[0] + 1] if len(paths) \
             else np.zeros(0, dtype=np.int64)
         self.positions = np.arange(len(paths), dtype=np.int64)
+        # per row, sqrt(2 ln n) for its note's n chunks (0 for a note of one window): CHUNK_DRAWS_PENALTY
+        chunks = np.bincount(self.owner[~self.is_note], minlength=len(self.notes)) if len(paths) \
+            else np.zeros(0, dtype=np.int64)
+        self.draws = np.sqrt(2.0 * np.log(np.maximum(chunks, 1)))[self.owner].astype(np.float32) if len(paths) \
+            else np.zeros(0, dtype=np.float32)
 
 
 class VectorIndex:
@@ -347,6 +360,7 @@ class VectorIndex:
         self.ann_probes: int | None = None  # partitions per query; None: ANN_PROBE_SHARE of them
         # (version, rows, has ANN index, partitions, the table as search last opened it)
         self._shape: tuple[str, int, bool, int, Any] | None = None
+        self._draws: tuple[str, dict[str, float]] | None = None  # (version, ANN path's sqrt(2 ln n) per note)
 
     # -- storage -----------------------------------------------------------------------------------
 
@@ -827,7 +841,8 @@ class VectorIndex:
             return None
         offset = CHUNK_OFFSET if chunk_offset is None else chunk_offset
         rows = m.vectors @ np.asarray(query_vector, dtype=np.float32).reshape(-1)
-        adjusted = np.where(m.is_note, rows, rows + offset).astype(np.float32, copy=False)[m.grouped]  # by note
+        chunk_rows = rows + offset - CHUNK_DRAWS_PENALTY * m.draws if CHUNK_DRAWS_PENALTY else rows + offset
+        adjusted = np.where(m.is_note, rows, chunk_rows).astype(np.float32, copy=False)[m.grouped]  # by note
         best = np.maximum.reduceat(adjusted, m.group_starts)
         # the row that gave each note its score: the last of its rows (in table order) at its best
         at_best = np.where(adjusted == best[m.group_owner], m.positions, -1)
@@ -872,6 +887,18 @@ class VectorIndex:
         ranked.sort(key=lambda t: (-t[1], t[0]))
         return ranked[:limit]
 
+    def _chunk_draws(self, table: Any, version: str) -> dict[str, float]:
+        """Each long note's sqrt(2 ln n) on the ANN path, read once per vector version: the rows a
+        query gets back do not say how many chunks their note has. Two string columns, no vectors
+        (~30 MB and a fraction of a second at 400k rows)."""
+        cached = self._draws
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        data = self._read(table, ["path", "level"])
+        draws = _draws_of(data.column("path").to_pylist(), data.column("level").to_pylist())
+        self._draws = (version, draws)
+        return draws
+
     def _search_notes_ann(self, store: Store, qvec: np.ndarray, filters: Filters | None, limit: int,
                           chunk_offset: float | None, serving: tuple[str, int, bool, int, Any]
                           ) -> list[tuple[int, float, ChunkHit]]:
@@ -898,7 +925,8 @@ class VectorIndex:
         offset = CHUNK_OFFSET if chunk_offset is None else chunk_offset
         # every column is one more read per row returned (~1 ms per 300 rows at 100k): the level
         # only matters when chunks are offset against note vectors
-        columns = ["path", "start", "end", "heading", *(["level"] if offset else []), "_distance"]
+        penalty = CHUNK_DRAWS_PENALTY
+        columns = ["path", "start", "end", "heading", *(["level"] if offset or penalty else []), "_distance"]
         query = (table.search(np.asarray(qvec, dtype=np.float32).reshape(-1), vector_column_name="vector")
                  .distance_type("cosine").nprobes(min(probes, parts)).refine_factor(ANN_REFINE)
                  .select(columns)
@@ -908,9 +936,14 @@ class VectorIndex:
         data = query.to_arrow()
         paths = data.column("path").to_pylist()
         score = 1.0 - data.column("_distance").to_numpy().astype(np.float32)
-        if offset:
+        if offset or penalty:
             is_note = np.asarray([lv == "note" for lv in data.column("level").to_pylist()], dtype=bool)
-            adjusted = np.where(is_note, score, score + offset)
+            chunk_score = score + offset
+            if penalty:
+                draws = self._chunk_draws(table, _version)
+                chunk_score = chunk_score - penalty * np.fromiter((draws.get(p, 0.0) for p in paths),
+                                                                  dtype=np.float32, count=len(paths))
+            adjusted = np.where(is_note, score, chunk_score)
         else:
             adjusted = score
         best: dict[str, int] = {}
@@ -926,6 +959,15 @@ class VectorIndex:
                   for p, i in best.items() if p in ids]
         ranked.sort(key=lambda t: (-t[1], t[0]))
         return ranked[:limit]
+
+
+def _draws_of(paths: list[str], levels: list[str]) -> dict[str, float]:
+    """``{path: sqrt(2 ln n)}`` for every note with n > 1 chunk rows (``CHUNK_DRAWS_PENALTY``)."""
+    counts: dict[str, int] = {}
+    for path, level in zip(paths, levels, strict=True):
+        if level != "note":
+            counts[path] = counts.get(path, 0) + 1
+    return {p: math.sqrt(2.0 * math.log(n)) for p, n in counts.items() if n > 1}
 
 
 def _fragments(table: Any) -> int:
