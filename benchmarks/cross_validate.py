@@ -276,10 +276,10 @@ def evidence_grid() -> list[tuple[str, FusionParams]]:
     cross-script query (``Evidence.cross_script``), the vector channel for a 1–2 term query
     (``Evidence.terms``), and the unknown-word share above which a result is low-confidence."""
     out: list[tuple[str, FusionParams]] = []
-    for xs, (short, factor), unknown in itertools.product((1.0, 0.5, 0.0), ((0, 1.0), (2, 0.5), (2, 0.0), (1, 0.0)),
+    for xs, (short, factor), unknown in itertools.product((1.0, 0.5, 0.0), ((0, 1.0), (2, 0.5), (2, 0.0), (1, 0.0), (1, 0.5)),
                                                           (0.5, 0.45, 0.4)):
         parts = ([f"cross_script_lexical={xs}"] if xs != 1.0 else []) + (
-            [f"short_vector={factor}@{short}"] if short else []) + ([f"unknown={unknown}"] if unknown != 0.5 else [])
+            [f"short_vector={factor}@{short}"] if short else []) + ([f"unknown={unknown}"] if unknown != DEFAULT_PARAMS.unknown_low_confidence else [])
         out.append((" ".join(parts) or "plain", replace(DEFAULT_PARAMS, cross_script_lexical=xs, short_query_terms=short,
                                                         short_vector_factor=factor, unknown_low_confidence=unknown)))
     return out
