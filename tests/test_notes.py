@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from memory_hub.capture.daily import insert_link
+from memory_hub.dream.edits import append_to_section
 from memory_hub.index.chunks import chunk_note
 from memory_hub.vault.edit import edit_body
-from memory_hub.vault.markdown import HEADING, next_heading
+from memory_hub.vault.markdown import HEADING, named_section, next_heading
 from memory_hub.vault.notes import infer_kind, parse_note
 
 
@@ -184,3 +186,25 @@ def test_one_heading_rule_for_titles_chunks_and_section_edits() -> None:
     assert [m.group(2) for m in HEADING.finditer(body)] == ["F#", "Setup", "Use"]
     assert next_heading(body, body.index("Intro"), max_level=1) is None
     assert body[next_heading(body, body.index("Intro")):].startswith("## Setup")
+
+
+def test_named_sections_are_read_outside_code_where_captures_and_dream_write() -> None:
+    """The daily note's captures section and dream's ``## Related`` are found by the same rule as
+    every other heading, outside code: a quoted ``## Captures`` in a fenced block is not the
+    section, a ``# comment`` of a bash block inside it does not end it, and a placeholder ``-``
+    inside code is code. Before, the link went into the fenced block."""
+    daily = ("# 2026-12-07\n\n```markdown\n## Captures\n-\n```\n\n## Captures\n\n- [[a]]\n\n"
+             "```bash\n# install\n-\npip install x\n```\n\n## Notes\n\nkeep\n")
+    out = insert_link(daily, "- [[b]]")
+    assert out.count("- [[b]]") == 1
+    fence_end = out.index("pip install x\n```\n") + len("pip install x\n```\n")
+    assert out.index("- [[b]]") >= fence_end and out.index("- [[b]]") < out.index("## Notes")
+    assert out.replace("- [[b]]\n", "", 1) == daily  # nothing else changed
+    assert named_section(daily, ["captures"], levels=(2, 3)) == (daily.index("- [[a]]") - 1, daily.index("## Notes"))
+    assert named_section("##Captures\n\nx\n", ["Captures"]) is None  # no space: not a heading (CommonMark, Obsidian)
+    note = "# X\n\n```\n## Related\n```\n\ntext\n"
+    added = append_to_section(note, "Related", ["- [[y]]"])
+    assert added == note.rstrip("\n") + "\n\n## Related\n\n- [[y]]\n"  # the fenced one is not the section
+    with_section = "# X\n\n## Related\n\n- [[a]]\n\n```sh\n# a comment\n```\n\n## Other\n\nz\n"
+    out = append_to_section(with_section, "Related", ["- [[y]]"])
+    assert out.index("- [[y]]") > out.index("# a comment\n```") and out.index("- [[y]]") < out.index("## Other")

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from ..config import moment_to_strftime, settings
-from ..vault.markdown import next_heading
+from ..vault.markdown import mask_code, named_section
 from ..vault.safe_io import (
     OutsideVault,
     UnreadableNote,
@@ -26,7 +26,8 @@ from ..vault.safe_io import (
 )
 from ..vault.writer import NoteExists, create_note, replace_note
 
-_SECTION = re.compile(r"^#{2,3}\s*(captured today|captures|today's captures|今日のキャプチャ|キャプチャ)\s*$", re.I | re.M)
+# The section a capture's link goes under: an H2 or H3 with one of these names.
+SECTION_NAMES = ("Captured today", "Captures", "Today's captures", "今日のキャプチャ", "キャプチャ")
 
 _FALLBACK_TEMPLATE = """---
 title: "{{date}}"
@@ -71,15 +72,15 @@ def insert_link(text: str, line: str) -> str:
     """``text`` with ``line`` added under the captures section (or at the end); nothing else changes."""
     if line in text:
         return text
-    m = _SECTION.search(text)
-    if m is None:
+    bounds = named_section(text, SECTION_NAMES, levels=(2, 3))
+    if bounds is None:
         sep = "" if text.endswith("\n") else "\n"
         return f"{text}{sep}\n{line}\n" if text.strip() else f"{line}\n"
-    start = m.end() + 1
-    nxt = next_heading(text, start)
-    end = len(text) if nxt is None else nxt
+    start, end = bounds
+    nxt = end < len(text)
     section = text[start:end]
-    placeholder = re.search(r"^[-*][ \t]*$", section, re.M)
+    # an empty list item is the template's placeholder; one inside a code block is code
+    placeholder = re.search(r"^[-*][ \t]*$", mask_code(text)[start:end], re.M)
     if placeholder:
         return text[: start + placeholder.start()] + line + text[start + placeholder.end():]
     body = section.rstrip("\n")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..vault.git import GitError
 from ..vault.journal import Change, JournalConflict, commit_atomically
-from ..vault.markdown import mask_code, next_heading
+from ..vault.markdown import mask_code, named_section
 from ..vault.safe_io import OutsideVault, UnreadableNote, read_bytes_and_stat, safe_path
 
 
@@ -105,23 +105,13 @@ def apply(vault: Path, step: StepResult, message: str) -> str | None:
 
 # -- text helpers ----------------------------------------------------------------------------------
 
-def _section_bounds(text: str, heading: str) -> tuple[int, int] | None:
-    """(start of the section's content, end of the section) for ``## heading``, or None."""
-    m = re.search(rf"^##[ \t]+{re.escape(heading)}[ \t]*$", text, re.M)
-    if m is None:
-        return None
-    start = m.end() + 1 if m.end() < len(text) else m.end()
-    nxt = next_heading(text, start, max_level=2)
-    return start, (len(text) if nxt is None else nxt)
-
-
 def append_to_section(text: str, heading: str, lines: list[str]) -> str:
     """Add ``lines`` at the end of section ``## heading``, creating it at the end of the note."""
     lines = [ln for ln in lines if ln not in text]
     if not lines:
         return text
     block = "\n".join(lines)
-    bounds = _section_bounds(text, heading)
+    bounds = named_section(text, [heading], levels=(2,), ends_at=2)
     if bounds is None:
         base = text.rstrip("\n")
         return f"{base}\n\n## {heading}\n\n{block}\n"

@@ -8,6 +8,7 @@ keeps offsets and line numbers identical to the original text.
 from __future__ import annotations
 
 import re
+from collections.abc import Container, Iterable
 
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 # Inline code: a run of backticks closed by a run of the same length. A span never crosses a
@@ -263,6 +264,24 @@ def next_heading(text: str, start: int = 0, max_level: int = 6) -> int | None:
     for m in HEADING.finditer(text, start):
         if len(m.group(1)) <= max_level:
             return m.start()
+    return None
+
+
+def named_section(text: str, names: Iterable[str], levels: Container[int] = (2,),
+                  ends_at: int = 6) -> tuple[int, int] | None:
+    """(start of its content, end) of the first section whose heading, at one of ``levels``,
+    reads one of ``names`` (case-insensitive); it ends at the next heading of level ≤ ``ends_at``.
+
+    Headings are read outside code and comments, as a reader sees them: a ``## Captures`` quoted
+    in a fenced block is not the section, and a ``# comment`` line of a bash block inside the
+    section does not end it (a write there would land inside the code)."""
+    masked = mask_code(text)
+    wanted = {n.casefold() for n in names}
+    for m in HEADING.finditer(masked):
+        if len(m.group(1)) in levels and m.group(2).strip().casefold() in wanted:
+            start = m.end() + 1 if m.end() < len(text) else m.end()
+            nxt = next_heading(masked, start, ends_at)
+            return start, (len(text) if nxt is None else nxt)
     return None
 
 
