@@ -508,7 +508,9 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     ax.set_yscale("log")
     ax.set_xlabel("notes in the vault")
     ax.set_ylabel("cost (unit in the legend)")
-    ax.set_title("memory-hub: cost against vault size (under load, stand-in vectors)")
+    loads = [load[0] for r in rows for load in (r.get("load") or {}).values() if load]
+    span = f"load {min(loads):.1f}–{max(loads):.1f}" if loads else "load not recorded"
+    ax.set_title(f"memory-hub: cost against vault size ({span}, stand-in vectors)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
