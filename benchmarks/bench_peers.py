@@ -65,6 +65,9 @@ def run_timed(cmd: list[str], env: dict[str, str] | None = None, cwd: str | None
     after = os.times()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])}… exited {proc.returncode}: {proc.stderr[-800:]}")
+    if "index workers" in proc.stderr:  # its parse workers failed and it read every file in one process
+        raise RuntimeError(f"{' '.join(cmd[:4])}… ran degraded, not timing it: "
+                           + next(ln for ln in proc.stderr.splitlines() if "index workers" in ln))
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     return wall, cpu, proc.stdout
 
