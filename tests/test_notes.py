@@ -208,3 +208,21 @@ def test_named_sections_are_read_outside_code_where_captures_and_dream_write() -
     with_section = "# X\n\n## Related\n\n- [[a]]\n\n```sh\n# a comment\n```\n\n## Other\n\nz\n"
     out = append_to_section(with_section, "Related", ["- [[y]]"])
     assert out.index("- [[y]]") > out.index("# a comment\n```") and out.index("- [[y]]") < out.index("## Other")
+
+
+def test_url_end_at_agrees_with_matching_the_whole_text() -> None:
+    """``url_end_at`` matches only the stretch that can hold a URL around ``pos``; at every position
+    of these texts it gives what matching every URL of the whole text gives (the snippet's rule)."""
+    import re
+
+    from memory_hub.vault import markdown
+
+    texts = ["see https://github.com/a/b-sync and [docs](https://x.io/p?q=1) or ftp://h/f.\n"
+             "no url here, just words: sync://not-a-scheme? http:/broken\n\thttps://t.co|x",
+             "x" * 50 + "https://" + "y" * 3000 + " tail https://z.org",  # a URL longer than the reach
+             "日本語のhttps://例え.jp/パス です"]
+    for text in texts:
+        spans = [m.span() for m in re.compile(markdown._BARE_URL.pattern).finditer(text)]
+        for pos in range(len(text)):
+            want = next((e for s, e in spans if s <= pos < e and pos - s <= 2048), None)
+            assert markdown.url_end_at(text, pos) == want, (text[:30], pos)

@@ -36,7 +36,7 @@ from ..index.terms import (
     normalize,
     without_terms,
 )
-from ..vault.markdown import HEADING_MARK, field_block, plain_text, reader_text, url_spans
+from ..vault.markdown import HEADING_MARK, field_block, plain_text, reader_text, url_end_at
 from . import fusion
 from .fusion import DEFAULT_PARAMS, Evidence, FusionParams
 from .rerank import DOC_CHARS, RERANK_DEPTH, Reranker, RerankUnavailable, blend
@@ -265,10 +265,10 @@ def readable_term_at(text: str, terms: list[str], at: int) -> int:
     Only the text around each place is searched for URLs: this runs for every hit."""
     pos, skipped = at, 0
     while pos >= 0:
-        inside = [e0 for s0, e0 in url_spans(text, max(0, pos - URL_REACH), pos + URL_REACH) if s0 <= pos < e0]
+        url_end = url_end_at(text, pos, URL_REACH)
         line = text.rfind("\n", 0, pos) + 1
-        if inside:
-            skip_to = inside[-1]  # look past the URL
+        if url_end is not None:
+            skip_to = url_end  # look past the URL
         elif skipped < LINE_SKIPS and _title_or_field(text, line, pos):
             skipped += 1
             end = text.find("\n", pos)
