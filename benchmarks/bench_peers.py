@@ -38,7 +38,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import percentile, print_table, start_http, write_result  # noqa: E402
+from benchmarks.common import degraded_lines, percentile, print_table, start_http, write_result  # noqa: E402
 from benchmarks.mcp_client import HttpClient, StdioClient, cpu_seconds, rss_mb, structured  # noqa: E402
 
 MEMORY_HUB = str(Path(sys.executable).parent / "memory-hub")
@@ -65,9 +65,8 @@ def run_timed(cmd: list[str], env: dict[str, str] | None = None, cwd: str | None
     after = os.times()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])}… exited {proc.returncode}: {proc.stderr[-800:]}")
-    if "index workers" in proc.stderr:  # its parse workers failed and it read every file in one process
-        raise RuntimeError(f"{' '.join(cmd[:4])}… ran degraded, not timing it: "
-                           + next(ln for ln in proc.stderr.splitlines() if "index workers" in ln))
+    if degraded_lines(proc.stderr):
+        raise RuntimeError(f"{' '.join(cmd[:4])}… ran degraded, not timing it: {degraded_lines(proc.stderr)[0]}")
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     return wall, cpu, proc.stdout
 

@@ -49,6 +49,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.common import (  # noqa: E402
     HOOK_COMMAND,
+    degraded_lines,
     first_recall,
     hook_process,
     machine,
@@ -104,14 +105,6 @@ def timed(cmd: list[str], env: dict[str, str], label: str | None = None) -> tupl
         CPU[label] = round(cpu, 2)
         STDERR[label] = proc.stderr
     return wall, proc.stdout
-
-
-def degraded(label: str) -> list[str]:
-    """What the last ``label`` process said about running degraded (its parse workers failing and
-    the sync reading every file in one process): a figure measured that way is not the product's.
-    A hand-made entry-point script without ``if __name__ == "__main__"`` did exactly that to the
-    first 2026-12-07 round (forkserver workers re-ran the script), silently, since stderr was dropped."""
-    return [ln.strip() for ln in STDERR.get(label, "").splitlines() if "index workers" in ln]
 
 
 QUERY_KINDS = ("hybrid_graph", "lexical", "lexical_filtered")
@@ -328,18 +321,19 @@ def one_size(label: str, args: argparse.Namespace, queries: list[str], standin: 
 
     print(f"== {n} notes", file=sys.stderr, flush=True)
     if stage("cold"):
-        # One sample of a minute-long build says little on a shared machine (a 10k run once took
-        # 78 s wall / 17 s CPU, and 11-12 s / 7 s in every rerun): --cold-repeats builds it again
-        # from nothing and reports the median, with every run kept.
+        # One sample of a minute-long build says little on a shared machine: --cold-repeats builds
+        # it again from nothing and reports the median, with every run kept. A run whose parse
+        # workers failed is recorded and announced (``common.degraded_lines``), never silently timed.
         walls, cpus = [], []
         for _ in range(max(1, args.cold_repeats)):
             shutil.rmtree(vault / ".memory_hub", ignore_errors=True)
             cold, _ = timed([MEMORY_HUB, "--vault", str(vault), "index", "--no-vectors"], env, "cold_lexical")
             walls.append(round(cold, 2))
             cpus.append(round(CPU["cold_lexical"], 2))
-            if degraded("cold_lexical"):
-                row.setdefault("cold_lexical_degraded", []).extend(degraded("cold_lexical"))
-                print(f"   WARNING: the cold index ran degraded: {degraded('cold_lexical')[0]}", file=sys.stderr)
+            said = degraded_lines(STDERR["cold_lexical"])
+            if said:
+                row.setdefault("cold_lexical_degraded", []).extend(said)
+                print(f"   WARNING: the cold index ran degraded: {said[0]}", file=sys.stderr)
         row["cold_lexical_s"] = round(statistics.median(walls), 2)
         row["cold_lexical_cpu_s"] = round(statistics.median(cpus), 2)
         if len(walls) > 1:

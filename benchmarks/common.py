@@ -129,6 +129,15 @@ def run_timed(cmd: Sequence[str], **kwargs: Any) -> tuple[subprocess.CompletedPr
     return proc, wall, cpu
 
 
+def degraded_lines(stderr: str) -> list[str]:
+    """What a ``memory-hub`` process said about running degraded: its parse workers failed and the
+    sync read every file in one process (``index.sync``'s warning). A figure measured that way is
+    not the product's: a hand-made entry-point script without ``if __name__ == "__main__"`` did it
+    to the first 2026-12-07 scale round (the forkserver workers re-ran the script), unnoticed, since
+    the benchmark dropped stderr."""
+    return [ln.strip() for ln in stderr.splitlines() if "index workers" in ln]
+
+
 HOOK_MODULE = [sys.executable, "-m", "memory_hub.hooks"]  # + --vault V claude-code
 HOOK_COMMAND = [str(Path(sys.executable).parent / "memory-hub")]  # + --vault V hook claude-code: what agents run
 

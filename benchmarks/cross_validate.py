@@ -432,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     scores: dict[str, list[float]] = {}
     extra: dict[str, Any] = {}
     if args.grid == "chunks":
-        scores, extra["vector_mode_in_sample"] = chunk_draws_scores(corpora, args.refresh)
+        scores, extra["vector_mode_in_sample"] = chunk_draws_scores(corpora, args.refresh, args.mode)
     else:
         settings = {"evidence": evidence_grid, "recall": recall_grid, "trigram": trigram_grid}.get(
             args.grid, lambda: grid(args.grid))()

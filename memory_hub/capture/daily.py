@@ -77,7 +77,7 @@ def insert_link(text: str, line: str) -> str:
         sep = "" if text.endswith("\n") else "\n"
         return f"{text}{sep}\n{line}\n" if text.strip() else f"{line}\n"
     start, end = bounds
-    nxt = end < len(text)
+    heading_follows = end < len(text)
     section = text[start:end]
     # an empty list item is the template's placeholder; one inside a code block is code
     placeholder = re.search(r"^[-*][ \t]*$", mask_code(text)[start:end], re.M)
@@ -87,7 +87,7 @@ def insert_link(text: str, line: str) -> str:
     if body.strip():
         new_section = body + "\n" + line + (section[len(body):] or "\n")
     else:
-        new_section = "\n" + line + ("\n\n" if nxt else "\n")
+        new_section = "\n" + line + ("\n\n" if heading_follows else "\n")
     return text[:start] + new_section + text[end:]
 
 

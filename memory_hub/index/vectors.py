@@ -33,6 +33,7 @@ best chunk. ``benchmarks/bench_ann.py`` measures ANN against exact.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import json
@@ -333,11 +334,14 @@ class _Matrix:
         self.group_starts = np.r_[0, np.nonzero(np.diff(self.group_owner))[0] + 1] if len(paths) \
             else np.zeros(0, dtype=np.int64)
         self.positions = np.arange(len(paths), dtype=np.int64)
-        # per row, sqrt(2 ln n) for its note's n chunks (0 for a note of one window): CHUNK_DRAWS_PENALTY
-        chunks = np.bincount(self.owner[~self.is_note], minlength=len(self.notes)) if len(paths) \
-            else np.zeros(0, dtype=np.int64)
-        self.draws = np.sqrt(2.0 * np.log(np.maximum(chunks, 1)))[self.owner].astype(np.float32) if len(paths) \
-            else np.zeros(0, dtype=np.float32)
+
+    @functools.cached_property
+    def draws(self) -> np.ndarray:
+        """Per row, sqrt(2 ln n) for its note's n chunks (0 for a note of one window), for
+        ``CHUNK_DRAWS_PENALTY``: computed on first use, so a matrix loaded with the penalty off
+        (the default) never holds it."""
+        chunks = np.bincount(self.owner[~self.is_note], minlength=len(self.notes))
+        return np.sqrt(2.0 * np.log(np.maximum(chunks, 1)))[self.owner].astype(np.float32)
 
 
 class VectorIndex:

@@ -73,6 +73,9 @@ _BARE_URL = re.compile(r"\b(?:https?|ftp)://([^/\s)>\]|]+)[^\s)>\]|]*")
 _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>\n]{0,300})?/?>")
 
 
+_LONGEST_SCHEME = "https://"  # of _BARE_URL's schemes
+
+
 def url_end_at(text: str, pos: int, reach: int = 2048) -> int | None:
     """The end of the bare URL (Markdown link addresses included) that ``pos`` lies in, or None.
 
@@ -83,7 +86,7 @@ def url_end_at(text: str, pos: int, reach: int = 2048) -> int | None:
     floor = max(0, pos - reach)
     start = max(text.rfind(" ", floor, pos), text.rfind("\n", floor, pos), text.rfind("\t", floor, pos)) + 1
     start = max(start, floor)
-    if text.find("://", start, pos + 8) < 0:
+    if text.find("://", start, pos + len(_LONGEST_SCHEME)) < 0:  # pos may be the scheme's first letter
         return None
     for m in _BARE_URL.finditer(text, start, pos + reach):
         if m.start() > pos:
@@ -263,8 +266,8 @@ def trim(text: str, limit: int) -> str:
 # An ATX heading as CommonMark reads one: up to three spaces, 1–6 marks, a space or tab, the text,
 # and an optional closing run of marks after a space (``## Setup ##`` is "Setup"; ``## C#`` keeps
 # its "#"). group(1) the marks, group(2) the text. Titles, chunk trails, section edits, snippets,
-# dream's excerpts and section ends ask this pattern; finders of one named section (the daily note's
-# captures, dream's "## Action items") still match their own names.
+# dream's excerpts and named sections (``named_section``: the daily note's captures, dream's
+# "## Related") ask this pattern; dream's excerpt still matches its "## Action items" name itself.
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
 # A heading's marks at a line start, the text not required: ``match(text, line)`` asks whether a
 # line opens as a heading, ``sub`` takes the marks out of a line a reader sees rendered.
