@@ -33,7 +33,7 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ from common import (  # noqa: E402
 )
 from retrieval_compare import BENCH_DIR, prepare  # noqa: E402
 
+from memory_hub.index import hubness  # noqa: E402
 from memory_hub.index import vectors as vector_module  # noqa: E402
 from memory_hub.index.embed import load_embedder  # noqa: E402
 from memory_hub.index.lexical import Filters  # noqa: E402
@@ -69,7 +70,7 @@ NDCG10, R5 = ndcg_at(10), recall_at(5)
 # The code whose output the cache holds: a change to any of these makes the cache stale.
 GATHER_CODE = ("memory_hub/retrieval/search.py", "memory_hub/index/lexical.py", "memory_hub/index/terms.py",
                "memory_hub/index/vectors.py", "memory_hub/index/chunks.py", "memory_hub/vault/notes.py",
-               "memory_hub/vault/markdown.py", "memory_hub/index/describe.py")
+               "memory_hub/vault/markdown.py", "memory_hub/index/describe.py", "memory_hub/index/hubness.py")
 
 
 @dataclass
@@ -206,6 +207,7 @@ def gathered(corpus: Corpus, refresh: bool = False) -> list[pipeline.Gathered]:
     key = f"{corpus.name}-{_code_key()}-{corpus.vectors.name}-{len(corpus.queries)}"
     if vector_module.CHUNK_DRAWS_PENALTY:  # the vector channel's scoring is part of what was gathered
         key += f"-draws{vector_module.CHUNK_DRAWS_PENALTY}"
+    key += f"-hub{hubness.WEIGHT}"
     path = BENCH_DIR / "cv-cache" / f"{key.replace(':', '_')}.pkl"
     if path.exists() and not refresh:
         return pickle.loads(path.read_bytes())
@@ -315,6 +317,10 @@ def trigram_grid() -> list[tuple[str, FusionParams]]:
 # (``vectors.CHUNK_DRAWS_PENALTY``), cosine per unit of sqrt(2 ln n). It changes what the vector
 # channel returns, so each value is gathered on its own (and cached under its own key).
 CHUNK_DRAWS = (0.0, 0.003, 0.006, 0.009)
+# ``--grid hubness``: the vector channel's hubness correction (``hubness.WEIGHT``), gathered once per
+# value, each crossed with two calibration weightings (the corrected channel may deserve more).
+HUBNESS = (0.0, 0.25, 0.35, 0.5)
+CALIBRATIONS = ({"bm25": 0.6, "vectors": 0.4}, {"bm25": 0.5, "vectors": 0.5})
 
 
 def complexity(name: str) -> int:
@@ -369,30 +375,39 @@ def by_category(queries: list[Query], gathered_all: list[tuple[Corpus, pipeline.
     return rows
 
 
-def chunk_draws_scores(corpora: list[Corpus], refresh: bool, mode: str = "hybrid+graph"
-                       ) -> tuple[dict[str, list[float]], dict[str, dict[str, float]]]:
-    """Per ``CHUNK_DRAWS`` value: every query's objective in ``mode`` at the default fusion, and
-    each set's in-sample objective of the vector channel alone (what the penalty is for)."""
-    default = vector_module.CHUNK_DRAWS_PENALTY
+def vector_variant_scores(corpora: list[Corpus], refresh: bool, mode: str, module: Any, attr: str, label: str,
+                          values: Iterable[float], calibrations: Iterable[Mapping[str, float]] = ()
+                          ) -> tuple[dict[str, list[float]], dict[str, dict[str, float]]]:
+    """Per value of ``module.attr`` (a setting of the vector channel itself, so each is gathered
+    on its own): every query's objective in ``mode`` at the default fusion and at each of
+    ``calibrations``, and each set's in-sample objective of the vector channel alone. The first
+    value is the baseline (``plain``, what ties fall back to), whatever the shipped default is."""
+    default = getattr(module, attr)
+    values = list(values)
     scores: dict[str, list[float]] = {}
     vector_mode: dict[str, dict[str, float]] = {}
+    variants = [("", DEFAULT_PARAMS)] + [
+        (f"cal={c['vectors']}", replace(DEFAULT_PARAMS, calibration=dict(c)))
+        for c in calibrations if dict(c) != dict(DEFAULT_PARAMS.calibration)]
     try:
-        for value in CHUNK_DRAWS:
-            vector_module.CHUNK_DRAWS_PENALTY = value
-            name = "plain" if value == default else f"chunk_draws={value}"
-            row: list[float] = []
+        for value in values:
+            setattr(module, attr, value)
+            name = "" if value == values[0] else f"{label}={value}"
+            rows: dict[str, list[float]] = {suffix: [] for suffix, _ in variants}
             per_set: dict[str, list[float]] = {}
             for corpus in corpora:
                 for q, g in zip(corpus.queries, gathered(corpus, refresh), strict=True):
-                    paths, low = ranked_paths(corpus, g, DEFAULT_PARAMS, mode)
-                    row.append(q.judge(paths, low))
+                    for suffix, params in variants:
+                        paths, low = ranked_paths(corpus, g, params, mode)
+                        rows[suffix].append(q.judge(paths, low))
                     vpaths, vlow = ranked_paths(corpus, g, DEFAULT_PARAMS, "vector")
                     per_set.setdefault(q.set, []).append(q.judge(vpaths, vlow))
-            scores[name] = row
-            vector_mode[name] = {k: round(sum(v) / len(v), 4) for k, v in per_set.items()}
-            print(f"  {name}: vector channel alone {vector_mode[name]}", file=sys.stderr)
+            for suffix, row in rows.items():
+                scores[" ".join(x for x in (name, suffix) if x) or "plain"] = row
+            vector_mode[name or "plain"] = {k: round(sum(v) / len(v), 4) for k, v in per_set.items()}
+            print(f"  {name or 'plain'}: vector channel alone {vector_mode[name or 'plain']}", file=sys.stderr)
     finally:
-        vector_module.CHUNK_DRAWS_PENALTY = default
+        setattr(module, attr, default)
     return scores, vector_mode
 
 
@@ -401,11 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default="scifact,jsquad-ja,locomo,nq")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--limit", type=int, help="only the first N queries of each set (exploring)")
-    parser.add_argument("--grid", choices=["lean", "small", "full", "evidence", "recall", "trigram", "chunks"], default="small",
+    parser.add_argument("--grid", choices=["lean", "small", "full", "evidence", "recall", "trigram", "chunks", "hubness"], default="small",
                         help="evidence: around the default, the cross-script and short-query factors; "
                         "recall: channel heads admitted to calibration, informative-term coverage; "
                         "trigram: whether the trigram channel votes only for notes the word channel lacks; "
-                        "chunks: the vector channel's penalty for a note's many chunks (gathered once per value)")
+                        "chunks: the vector channel's penalty for a note's many chunks (gathered once per value); "
+                        "hubness: the vector channel's hubness correction, with two calibration weightings")
     parser.add_argument("--mode", default="hybrid+graph", choices=["lexical", "vector", "hybrid", "hybrid+graph"],
                         help="the mode whose ranking the objective scores (default hybrid+graph)")
     parser.add_argument("--tolerance", type=float, default=0.002,
@@ -432,7 +448,11 @@ def main(argv: list[str] | None = None) -> int:
     scores: dict[str, list[float]] = {}
     extra: dict[str, Any] = {}
     if args.grid == "chunks":
-        scores, extra["vector_mode_in_sample"] = chunk_draws_scores(corpora, args.refresh, args.mode)
+        scores, extra["vector_mode_in_sample"] = vector_variant_scores(
+            corpora, args.refresh, args.mode, vector_module, "CHUNK_DRAWS_PENALTY", "chunk_draws", CHUNK_DRAWS)
+    elif args.grid == "hubness":
+        scores, extra["vector_mode_in_sample"] = vector_variant_scores(
+            corpora, args.refresh, args.mode, hubness, "WEIGHT", "hubness", HUBNESS, CALIBRATIONS)
     else:
         settings = {"evidence": evidence_grid, "recall": recall_grid, "trigram": trigram_grid}.get(
             args.grid, lambda: grid(args.grid))()

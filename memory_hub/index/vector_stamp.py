@@ -43,9 +43,23 @@ def table_stamp(folder: Path, name: str) -> str:
         return ""
 
 
+def hub_file(folder: Path, name: str) -> Path:
+    """Where the table's note hubness lives (``hubness.py``)."""
+    return folder / f"hub-{name}.npz"
+
+
+def hub_stamp(folder: Path, name: str) -> str:
+    """Changes whenever the table's hubness file is rewritten or removed."""
+    try:
+        return str(hub_file(folder, name).stat().st_mtime_ns)
+    except OSError:
+        return ""
+
+
 def holding_mark(store: Store, fingerprint: str | None, notes: str) -> dict | None:
     """The last complete vector sync's mark if it still holds for vectors of ``fingerprint`` with
-    the notes at change stamp ``notes``: same passage layout, and its table unchanged since."""
+    the notes at change stamp ``notes``: same passage layout, and its table and its hubness file
+    unchanged since (a mark from before the hubness file holds no ``hub``: the next sync builds it)."""
     raw = store.get_meta(META_CURRENT)
     if not raw:
         return None
@@ -55,7 +69,8 @@ def holding_mark(store: Store, fingerprint: str | None, notes: str) -> dict | No
         return None
     if (not isinstance(mark, dict) or mark.get("fingerprint") != fingerprint
             or mark.get("passages") != PASSAGES_VERSION or mark.get("notes") != notes or not mark.get("lance")
-            or mark.get("lance") != table_stamp(lancedb_dir(store.vault), str(mark.get("table")))):
+            or mark.get("lance") != table_stamp(lancedb_dir(store.vault), str(mark.get("table")))
+            or mark.get("hub") != hub_stamp(lancedb_dir(store.vault), str(mark.get("table")))):
         return None
     return mark
 

@@ -51,7 +51,7 @@ import numpy as np
 
 from ..locks import file_lock
 from ..progress import Progress
-from . import blas, cache, lexical
+from . import blas, cache, hubness, lexical
 from .cache import NOTES_CHANGED
 from .chunks import Chunk, note_passages
 from .embed import Embedder
@@ -63,6 +63,7 @@ from .vector_stamp import (
     PASSAGES_VERSION,
     current_embedder,
     holding_mark,
+    hub_stamp,
     lancedb_dir,
     table_stamp,
 )
@@ -120,6 +121,7 @@ ANN_RETRAIN_SHARE = 0.2  # retrain the partitions once this share of rows came a
 # touches, so a fragmented table made a warm query's vector channel ~2.5× slower (37 → 15-25 ms at
 # 30k). Past this many files the sync compacts the table (``optimize``: the ANN index is kept).
 ANN_MAX_FRAGMENTS = 16
+HUB_BATCH_ROWS = 8192  # rows read at a time while the hubness is rebuilt
 # Every write is a new LanceDB version, and a version keeps the files it needs; nothing removes
 # them unless asked (``optimize`` keeps 7 days of versions). At 100k notes the table grew 1,881 →
 # 2,481 MB over ~10 watcher edits. So a sync that has written this many versions since the last
@@ -237,6 +239,7 @@ class VectorReport:
     migrated: dict[str, Any] | None = None
     ann: dict[str, Any] | None = None  # what this sync did to the ANN index (built, retrained, rows added)
     pruned: dict[str, Any] | None = None  # old table versions this sync removed (``_prune_versions``)
+    hubness: dict[str, Any] | None = None  # the hubness values this sync rebuilt, or why it could not
 
     @property
     def chunks_per_second(self) -> float:
@@ -255,6 +258,7 @@ class VectorReport:
             "failed": [{"path": p, "error": e} for p, e in self.failed], "seconds": round(self.seconds, 2),
             "interrupted": self.interrupted, **({"migrated": self.migrated} if self.migrated else {}),
             **({"ann": self.ann} if self.ann else {}), **({"pruned": self.pruned} if self.pruned else {}),
+            **({"hubness": self.hubness} if self.hubness else {}),
         }
 
     def summary(self) -> str:
@@ -265,6 +269,11 @@ class VectorReport:
             text += f", {len(self.failed)} failed"
         if self.interrupted:
             text += " (interrupted)"
+        if self.hubness and "error" in self.hubness:
+            text += f"; hubness not rebuilt ({self.hubness['error']}): the vector channel ranks by plain cosine"
+        elif self.hubness:
+            text += (f"; hubness of {self.hubness['notes']} notes rebuilt against {self.hubness['probes']} "
+                     f"title probes in {self.hubness['seconds']:.1f}s")
         if self.migrated:
             text += (f"; upgraded the vector index to note-level vectors: {self.migrated['reused']} vectors carried "
                      f"over, the rest embedded anew" + ("" if self.migrated["done"] else
@@ -365,6 +374,9 @@ class VectorIndex:
         # (version, rows, has ANN index, partitions, the table as search last opened it)
         self._shape: tuple[str, int, bool, int, Any] | None = None
         self._draws: tuple[str, dict[str, float]] | None = None  # (version, ANN path's sqrt(2 ln n) per note)
+        # (hubness file's stamp, {path: hubness above the mean}) and, for the matrix, the same per note
+        self._hub: tuple[Any, dict[str, float]] | None = None
+        self._hub_notes: tuple[Any, str, np.ndarray] | None = None
 
     # -- storage -----------------------------------------------------------------------------------
 
@@ -486,8 +498,11 @@ class VectorIndex:
                 self._bump(store)
             if not report.interrupted and not report.failed:
                 self._maintain_ann(store, report)
+                self._maintain_hubness(store, report)
                 self._prune_versions(store, report)
-                if not (staged or lexical.has_pending(store.conn)):  # else the next sync compares all
+                # else the next sync compares all (and a failed hubness rebuild is tried again)
+                hub_failed = report.hubness is not None and "error" in report.hubness
+                if not (staged or lexical.has_pending(store.conn) or hub_failed):
                     self._mark_current(store, notes_stamp)
         return report
 
@@ -534,6 +549,89 @@ class VectorIndex:
             report.ann["seconds"] = round(time.monotonic() - t0, 2)
             self._bump(store)  # searchers look at the table's shape again
         self._shape = None
+
+    def _maintain_hubness(self, store: Store, report: VectorReport) -> None:
+        """Rebuild the notes' hubness (``hubness.py``) when no file matches this table or once
+        ``RECOMPUTE_SHARE`` of its rows were written since the last build. A failure is reported,
+        never raised: search then ranks by plain cosine, and says nothing wrong."""
+        if hubness.WEIGHT <= 0:
+            return
+        written = report.chunks_embedded + report.chunks_reused + report.notes_deleted
+        key = f"vectors_hub_changed:{self.name}"
+        try:
+            pending = int(store.get_meta(key) or 0) + written
+        except ValueError:
+            pending = written
+        path = hubness.file_for(self.dir, self.name)
+        loaded = hubness.load(path)
+        table = self._table()
+        if table is None:
+            return
+        rows = table.count_rows()
+        current = loaded is not None and loaded[0].embedder == self.key
+        if current and (not pending or pending < hubness.RECOMPUTE_SHARE * max(loaded[0].rows, 1)):
+            if written:
+                with store.transaction() as conn:
+                    store.set_meta(conn, key, str(pending))
+            return
+        t0 = time.monotonic()
+        try:
+            titles = store.conn.execute("SELECT path, title FROM notes WHERE ranked = 1").fetchall()
+            pairs = hubness.probe_sample([(p, t or "") for p, t in titles], hubness.probe_count(rows))
+            known = loaded[1] if current and loaded is not None else {}
+            missing = [pair for pair in pairs if pair not in known]
+            fresh = iter(self.embedder.embed_queries([t for _, t in missing]) if missing else ())
+            dim = int(self.embedder.dim)
+            probes = np.asarray([known[pair] if pair in known else next(fresh) for pair in pairs],
+                                dtype=np.float32).reshape(-1, dim)
+
+            def batches() -> Iterator[tuple[list[str], np.ndarray]]:
+                reader = table.search().select(["path", "vector"]).limit(None).to_batches(HUB_BATCH_ROWS)
+                for batch in reader:
+                    if batch.num_rows:
+                        yield (batch.column("path").to_pylist(),
+                               batch.column("vector").flatten().to_numpy().reshape(-1, dim))
+
+            values = hubness.compute(batches, probes, [p for p, _ in pairs])
+            hubness.save(path, hubness.Hubness(values, rows, self.key, len(pairs)), pairs, probes)
+        except Exception as exc:  # noqa: BLE001 - reported in the sync's summary and --json
+            report.hubness = {"error": f"{type(exc).__name__}: {exc}"}
+            return
+        with store.transaction() as conn:
+            store.set_meta(conn, key, "0")
+        report.hubness = {"notes": len(values), "probes": len(pairs), "probes_embedded": len(missing),
+                          "seconds": round(time.monotonic() - t0, 2)}
+        self._hub = self._hub_notes = None
+
+    def _hub_values(self) -> dict[str, float]:
+        """``{path: hubness above the mean}`` as the last rebuild left it ({} without one), read
+        again only when the file changes (one stat per query)."""
+        path = hubness.file_for(self.dir, self.name)
+        try:
+            st = path.stat()
+            stamp: Any = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        cached = self._hub
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        loaded = hubness.load(path) if stamp is not None else None
+        values = loaded[0].values if loaded is not None and loaded[0].embedder == self.key else {}
+        self._hub = (stamp, values)
+        return values
+
+    def _hub_per_note(self, m: _Matrix) -> np.ndarray | None:
+        """The matrix's notes' hubness in its ``notes`` order (0 for a note without one), or None."""
+        values = self._hub_values()
+        if not values:
+            return None
+        stamp = self._hub[0] if self._hub is not None else None
+        cached = self._hub_notes
+        if cached is not None and cached[0] == stamp and cached[1] == m.version:
+            return cached[2]
+        per_note = np.fromiter((values.get(p, 0.0) for p in m.notes), dtype=np.float32, count=len(m.notes))
+        self._hub_notes = (stamp, m.version, per_note)
+        return per_note
 
     def _prune_versions(self, store: Store, report: VectorReport) -> None:
         """Remove old table versions once ``PRUNE_EVERY_VERSIONS`` were written since the last prune."""
@@ -603,7 +701,8 @@ class VectorIndex:
 
     def _mark_current(self, store: Store, notes_stamp: str) -> None:
         mark = {"notes": notes_stamp, "embedder": self.key, "table": self.name, "passages": PASSAGES_VERSION,
-                "lance": table_stamp(self.dir, self.name), "fingerprint": self.fingerprint}
+                "lance": table_stamp(self.dir, self.name), "fingerprint": self.fingerprint,
+                "hub": hub_stamp(self.dir, self.name)}
         with store.transaction() as conn:
             store.set_meta(conn, META_CURRENT, json.dumps(mark))
 
@@ -628,6 +727,7 @@ class VectorIndex:
             if (name.startswith(TABLE_PREFIX) and name != self.name) or (
                     name.startswith(LEGACY_PREFIXES) and name not in legacy_names):
                 db.drop_table(name)
+                hubness.file_for(self.dir, name).unlink(missing_ok=True)
         legacy = next((db.open_table(n) for n in legacy_names if n in names), None)
         if legacy is not None:
             report.migrated = {"from": "chunks (layout 1)", "reused": 0, "done": False}
@@ -851,6 +951,9 @@ class VectorIndex:
         # the row that gave each note its score: the last of its rows (in table order) at its best
         at_best = np.where(adjusted == best[m.group_owner], m.positions, -1)
         best_row = m.grouped[np.maximum.reduceat(at_best, m.group_starts)]
+        hub = self._hub_per_note(m) if hubness.WEIGHT > 0 else None
+        if hub is not None:  # read against how near each note comes to every question (hubness.py)
+            best = best - np.float32(hubness.WEIGHT) * hub
         return m, best, best_row
 
     def search_notes(self, store: Store, query: str | np.ndarray, filters: Filters | None = None,
@@ -958,9 +1061,15 @@ class VectorIndex:
             ids = cache.ranked_ids(store.conn)
         starts, ends = data.column("start").to_pylist(), data.column("end").to_pylist()
         headings = data.column("heading").to_pylist()
-        ranked = [(ids[p], float(adjusted[i]), ChunkHit(p, int(starts[i]), int(ends[i]), headings[i],
-                                                          float(adjusted[i])))
-                  for p, i in best.items() if p in ids]
+        # the hubness correction (as the matrix path applies it) on the rows nearest by plain cosine:
+        # a note lifted by a low hubness from beyond them is not fetched, so only the far tail can differ
+        hub = self._hub_values() if hubness.WEIGHT > 0 else {}
+        weight = hubness.WEIGHT
+        ranked = []
+        for p, i in best.items():
+            if p in ids:
+                value = float(adjusted[i]) - weight * hub.get(p, 0.0) if hub else float(adjusted[i])
+                ranked.append((ids[p], value, ChunkHit(p, int(starts[i]), int(ends[i]), headings[i], value)))
         ranked.sort(key=lambda t: (-t[1], t[0]))
         return ranked[:limit]
 

@@ -1,0 +1,162 @@
+"""Hubness: how close a note's vectors sit to every question, whatever it asks.
+
+In a high-dimensional embedding space some points are near almost everything ("hubs"): on the
+Obsidian help vaults the CLI reference (every command) and the credits page (translators in forty
+languages) were in the vector channel's top five for a quarter of the natural questions they do
+not answer, in English and Japanese alike. A note's cosine to a query is therefore read against
+how near that note comes to questions in general (the idea of CSLS, Conneau et al. 2018, and of
+querybank normalisation): its hubness is the mean of its ``NEIGHBOURS`` best scores over a bank of
+probe questions, and the vector channel ranks by ``cosine - WEIGHT * (hubness - mean hubness)``.
+
+The probes are the vault's own note titles embedded as queries (at most ``PROBES``, a sample
+fixed by a hash of each path, so a new note rarely changes it), a note's own title excluded; a
+note's score for a probe is its best row (note vector or chunk), as search scores it. The values
+live in one small file beside the vector table (``hub-<table>.npz``), rebuilt by a vector sync
+when none matches the table or once ``RECOMPUTE_SHARE`` of the rows were written since; a note
+embedded in between is not corrected until then (its value is missing, read as the mean).
+
+Chosen by 5-fold cross-validation over SciFact, JSQuAD, LoCoMo and the natural questions (every
+fold chose it; ``benchmarks/cross_validate.py --grid hubness``, README).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zipfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .vector_stamp import hub_file
+
+WEIGHT = 0.35  # cosine per unit of hubness above the vault's mean; 0 turns the correction off
+NEIGHBOURS = 10  # a note's hubness: the mean of its this-many best probe scores
+PROBES = 2000  # probe questions at most (the cost is probes x rows x dim, once per rebuild)
+# ... and fewer on a big table, so a rebuild costs about the same at any size: probes x rows stays
+# under this (obsidian-hub, 14.8k rows: 2,000 probes; 100k rows: 600; the 400k rows of a
+# 100k-note vault: 256). Cross-validated with 2,000 on tables up to 15k rows; fewer is untested.
+PROBE_ROW_BUDGET = 60_000_000
+MIN_PROBES = 256
+RECOMPUTE_SHARE = 0.2  # rebuild once this share of the table's rows were written since the last build
+PROBE_BATCH_BYTES = 32 << 20  # one batch of probes' per-note scores stays under this
+SCORE_BATCH_BYTES = 8 << 20  # and their scores against one slice of rows under this
+
+
+@dataclass(frozen=True)
+class Hubness:
+    """Each note's hubness above the mean (``{path: value}``), and what it was computed from."""
+
+    values: dict[str, float]
+    rows: int
+    embedder: str
+    probes: int
+
+
+def file_for(folder: Path, table: str) -> Path:
+    return hub_file(folder, table)
+
+
+def probe_count(rows: int) -> int:
+    """How many probes a rebuild over ``rows`` rows uses (``PROBE_ROW_BUDGET``)."""
+    return max(MIN_PROBES, min(PROBES, PROBE_ROW_BUDGET // max(rows, 1)))
+
+
+def probe_sample(titles: Sequence[tuple[str, str]], limit: int = PROBES) -> list[tuple[str, str]]:
+    """The ``limit`` (path, title) pairs whose path hashes lowest: a sample that a new or deleted
+    note changes only when it is itself in it."""
+    def key(pair: tuple[str, str]) -> str:
+        return hashlib.sha1(pair[0].encode("utf-8")).hexdigest()
+
+    return sorted((p for p in titles if p[1].strip()), key=key)[:limit]
+
+
+def compute(batches: Callable[[], Iterable[tuple[list[str], np.ndarray]]], probes: np.ndarray,
+            probe_paths: Sequence[str], neighbours: int = NEIGHBOURS) -> dict[str, float]:
+    """``{path: hubness - mean}`` from the table's rows.
+
+    ``batches()`` yields (paths, unit vectors) of the rows, every row once per call; it is called
+    once per batch of probes, so memory stays at one batch of probes' scores per note."""
+    if not len(probes):
+        return {}
+    notes: dict[str, int] = {}
+    for paths, _ in batches():
+        for p in paths:
+            notes.setdefault(p, len(notes))
+    if not notes:
+        return {}
+    own = np.asarray([notes.get(p, -1) for p in probe_paths], dtype=np.int64)
+    k = max(1, min(neighbours, len(probes) - 1 if len(probes) > 1 else 1))
+    step = max(1, min(len(probes), PROBE_BATCH_BYTES // (4 * len(notes))))
+    best_k = np.full((0, len(notes)), -np.inf, dtype=np.float32)
+    for lo in range(0, len(probes), step):
+        block = np.asarray(probes[lo:lo + step], dtype=np.float32)
+        per_note = np.full((len(block), len(notes)), -np.inf, dtype=np.float32)
+        rows_at_once = max(1, SCORE_BATCH_BYTES // (4 * len(block)))
+        for paths, vectors in batches():
+            for at in range(0, len(paths), rows_at_once):
+                part = paths[at:at + rows_at_once]
+                owner = np.fromiter((notes[p] for p in part), dtype=np.int64, count=len(part))
+                order = np.argsort(owner, kind="stable")
+                grouped = owner[order]
+                # probes x rows, the rows grouped by note: one reduceat gives each note's best row
+                scores = block @ np.asarray(vectors[at:at + rows_at_once], dtype=np.float32)[order].T
+                starts = np.r_[0, np.nonzero(np.diff(grouped))[0] + 1]
+                maxima = np.maximum.reduceat(scores, starts, axis=1)
+                cols = grouped[starts]
+                per_note[:, cols] = np.maximum(per_note[:, cols], maxima)
+        mine = own[lo:lo + step]
+        hit = mine >= 0
+        per_note[np.nonzero(hit)[0], mine[hit]] = -np.inf  # a note's own title is not a probe of it
+        both = np.concatenate([best_k, per_note], axis=0)
+        if len(both) > k:
+            both = np.partition(both, len(both) - k, axis=0)[len(both) - k:]
+        best_k = both
+    finite = np.where(np.isfinite(best_k), best_k, np.nan)
+    with np.errstate(invalid="ignore"):
+        hub = np.nanmean(finite, axis=0) if len(finite) else np.full(len(notes), np.nan)
+    ok = np.isfinite(hub)
+    if not ok.any():
+        return {}
+    centre = float(hub[ok].mean())
+    paths = list(notes)
+    return {paths[i]: float(hub[i] - centre) for i in np.nonzero(ok)[0]}
+
+
+def save(path: Path, hub: Hubness, probe_pairs: Sequence[tuple[str, str]], probe_vectors: np.ndarray) -> None:
+    """Write atomically (a reader sees the old file or the new one, never half of one)."""
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp.npz")
+    np.savez(tmp, paths=_pack(hub.values), values=np.asarray(list(hub.values.values()), dtype=np.float32),
+             rows=np.int64(hub.rows), embedder=_pack([hub.embedder]), probes=np.int64(hub.probes),
+             probe_paths=_pack(p for p, _ in probe_pairs), probe_titles=_pack(t for _, t in probe_pairs),
+             probe_vectors=np.asarray(probe_vectors, dtype=np.float32))
+    os.replace(tmp, path)
+
+
+def _pack(texts: Iterable[str]) -> np.ndarray:
+    """Strings as one NUL-separated UTF-8 byte array (no pickle in the file; a path never holds NUL)."""
+    return np.frombuffer("\0".join(t.replace("\0", "") for t in texts).encode("utf-8"), dtype=np.uint8)
+
+
+def _unpack(data: np.ndarray, count: int) -> list[str]:
+    if count == 0:
+        return []
+    return bytes(data).decode("utf-8").split("\0")
+
+
+def load(path: Path) -> tuple[Hubness, dict[tuple[str, str], np.ndarray]] | None:
+    """The stored values and the probe vectors by (path, title) (reused by the next rebuild), or
+    None when there is no readable file."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            values = data["values"].tolist()
+            vectors = data["probe_vectors"]
+            hub = Hubness(dict(zip(_unpack(data["paths"], len(values)), values, strict=True)),
+                          int(data["rows"]), _unpack(data["embedder"], 1)[0], int(data["probes"]))
+            probes = {(p, t): v for p, t, v in zip(_unpack(data["probe_paths"], len(vectors)),
+                                                   _unpack(data["probe_titles"], len(vectors)), vectors, strict=True)}
+    except (OSError, ValueError, KeyError, EOFError, UnicodeDecodeError, zipfile.BadZipFile):
+        return None
+    return hub, probes
