@@ -235,3 +235,10 @@ def test_a_big_table_uses_fewer_probes_so_a_rebuild_costs_about_the_same() -> No
     assert hubness.probe_count(100_000) == 600
     assert hubness.probe_count(400_000) == hubness.MIN_PROBES
     assert hubness.probe_count(0) == hubness.PROBES
+
+
+def test_a_note_no_probe_can_score_gets_no_value_and_no_warning() -> None:
+    """One probe, the note's own title: nothing else asks about it, so it is left out (read as the mean)."""
+    vec = _unit(np.ones((1, DIM)))
+    with np.errstate(all="raise"):
+        assert hubness.compute(_rows(["a.md"], vec, 10), vec, ["a.md"]) == {}

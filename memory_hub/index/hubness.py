@@ -114,10 +114,10 @@ def compute(batches: Callable[[], Iterable[tuple[list[str], np.ndarray]]], probe
         if len(both) > k:
             both = np.partition(both, len(both) - k, axis=0)[len(both) - k:]
         best_k = both
-    finite = np.where(np.isfinite(best_k), best_k, np.nan)
-    with np.errstate(invalid="ignore"):
-        hub = np.nanmean(finite, axis=0) if len(finite) else np.full(len(notes), np.nan)
-    ok = np.isfinite(hub)
+    seen = np.isfinite(best_k)
+    counts = seen.sum(axis=0)
+    ok = counts > 0  # a note scored by no probe (its own title was the only one) has no value
+    hub = np.where(seen, best_k, 0.0).sum(axis=0) / np.maximum(counts, 1)
     if not ok.any():
         return {}
     centre = float(hub[ok].mean())
