@@ -150,7 +150,7 @@ def load(path: Path) -> tuple[Hubness, dict[tuple[str, str], np.ndarray]] | None
     """The stored values and the probe vectors by (path, title) (reused by the next rebuild), or
     None when there is no readable file."""
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as data:  # closed even when not a zip
             values = data["values"].tolist()
             vectors = data["probe_vectors"]
             hub = Hubness(dict(zip(_unpack(data["paths"], len(values)), values, strict=True)),
