@@ -562,23 +562,30 @@ class VectorIndex:
             pending = int(store.get_meta(key) or 0) + written
         except ValueError:
             pending = written
-        path = hubness.file_for(self.dir, self.name)
-        loaded = hubness.load(path)
-        table = self._table()
-        if table is None:
-            return
-        rows = table.count_rows()
-        current = loaded is not None and loaded[0].embedder == self.key
-        if current and (not pending or pending < hubness.RECOMPUTE_SHARE * max(loaded[0].rows, 1)):
+        # what the last rebuild wrote (so a sync need not read the file to know it holds)
+        built_key = f"vectors_hub_built:{self.name}"
+        try:
+            built = json.loads(store.get_meta(built_key) or "{}")
+        except ValueError:
+            built = {}
+        current = (isinstance(built, dict) and built.get("embedder") == self.key
+                   and built.get("stamp") == hub_stamp(self.dir, self.name) != "")
+        if current and (not pending or pending < hubness.RECOMPUTE_SHARE * max(int(built.get("rows") or 0), 1)):
             if written:
                 with store.transaction() as conn:
                     store.set_meta(conn, key, str(pending))
             return
+        table = self._table()
+        if table is None:
+            return
+        rows = table.count_rows()
+        path = hubness.file_for(self.dir, self.name)
+        loaded = hubness.load(path)  # its probe vectors are reused when the embedder is the same
         t0 = time.monotonic()
         try:
             titles = store.conn.execute("SELECT path, title FROM notes WHERE ranked = 1").fetchall()
             pairs = hubness.probe_sample([(p, t or "") for p, t in titles], hubness.probe_count(rows))
-            known = loaded[1] if current and loaded is not None else {}
+            known = loaded[1] if loaded is not None and loaded[0].embedder == self.key else {}
             missing = [pair for pair in pairs if pair not in known]
             fresh = iter(self.embedder.embed_queries([t for _, t in missing]) if missing else ())
             dim = int(self.embedder.dim)
@@ -599,6 +606,8 @@ class VectorIndex:
             return
         with store.transaction() as conn:
             store.set_meta(conn, key, "0")
+            store.set_meta(conn, built_key, json.dumps({"embedder": self.key, "rows": rows,
+                                                        "stamp": hub_stamp(self.dir, self.name)}))
         report.hubness = {"notes": len(values), "probes": len(pairs), "probes_embedded": len(missing),
                           "seconds": round(time.monotonic() - t0, 2)}
         self._hub = self._hub_notes = None
