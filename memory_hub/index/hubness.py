@@ -41,7 +41,7 @@ PROBES = 2000  # probe questions at most (the cost is probes x rows x dim, once 
 PROBE_ROW_BUDGET = 60_000_000
 MIN_PROBES = 256
 RECOMPUTE_SHARE = 0.2  # rebuild once this share of the table's rows were written since the last build
-PROBE_BATCH_BYTES = 32 << 20  # one batch of probes' per-note scores stays under this
+PROBE_BATCH_BYTES = 16 << 20  # one batch of probes' per-note scores stays under this
 SCORE_BATCH_BYTES = 8 << 20  # and their scores against one slice of rows under this
 
 
@@ -110,6 +110,9 @@ def compute(batches: Callable[[], Iterable[tuple[list[str], np.ndarray]]], probe
         mine = own[lo:lo + step]
         hit = mine >= 0
         per_note[np.nonzero(hit)[0], mine[hit]] = -np.inf  # a note's own title is not a probe of it
+        if len(per_note) > k:  # this batch's k best first, then merged with the running k best
+            per_note.partition(len(per_note) - k, axis=0)
+            per_note = per_note[len(per_note) - k:]
         both = np.concatenate([best_k, per_note], axis=0)
         if len(both) > k:
             both = np.partition(both, len(both) - k, axis=0)[len(both) - k:]

@@ -121,7 +121,10 @@ ANN_RETRAIN_SHARE = 0.2  # retrain the partitions once this share of rows came a
 # touches, so a fragmented table made a warm query's vector channel ~2.5× slower (37 → 15-25 ms at
 # 30k). Past this many files the sync compacts the table (``optimize``: the ANN index is kept).
 ANN_MAX_FRAGMENTS = 16
-HUB_BATCH_ROWS = 8192  # rows read at a time while the hubness is rebuilt
+# rows read at a time while the hubness is rebuilt: LanceDB's native buffers grow with the page
+# (a 30k-note rebuild's peak over the process: +120 MB at 512 rows, +160 at 2,048, +300 at 8,192,
+# +780 at 32,768; 3.1 / 1.8 / 1.5 / 1.6 s)
+HUB_BATCH_ROWS = 2048
 # Every write is a new LanceDB version, and a version keeps the files it needs; nothing removes
 # them unless asked (``optimize`` keeps 7 days of versions). At 100k notes the table grew 1,881 →
 # 2,481 MB over ~10 watcher edits. So a sync that has written this many versions since the last
@@ -593,11 +596,13 @@ class VectorIndex:
                                 dtype=np.float32).reshape(-1, dim)
 
             def batches() -> Iterator[tuple[list[str], np.ndarray]]:
-                reader = table.search().select(["path", "vector"]).limit(None).to_batches(HUB_BATCH_ROWS)
-                for batch in reader:
-                    if batch.num_rows:
-                        yield (batch.column("path").to_pylist(),
-                               batch.column("vector").flatten().to_numpy().reshape(-1, dim))
+                # pages by offset (the sync holds the write lock: the table cannot change between
+                # them); a streamed reader of the whole scan held every row at once (+380 MB at 115k rows)
+                for lo in range(0, rows, HUB_BATCH_ROWS):
+                    page = table.search().select(["path", "vector"]).offset(lo).limit(HUB_BATCH_ROWS).to_arrow()
+                    if page.num_rows:
+                        yield (page.column("path").to_pylist(),
+                               page.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim))
 
             values = hubness.compute(batches, probes, [p for p, _ in pairs])
             hubness.save(path, hubness.Hubness(values, rows, self.key, len(pairs)), pairs, probes)
