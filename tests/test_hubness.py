@@ -169,8 +169,13 @@ def test_a_missing_file_is_noticed_by_the_no_change_check_and_rebuilt(vault, emb
         return holding_mark(store, vi.fingerprint, store.get_meta(NOTES_CHANGED, "")) is not None
 
     assert holds()  # the last sync's mark holds: a no-change sync would skip the vectors
+    assert vi.coverage(store).hubness == {"built": True, "notes": len(NOTES), "rows": vi.size(store)}
+    assert "; hubness of 6 notes" in vi.coverage(store).summary()
     path.unlink()
     assert not holds()  # ... until the file it recorded is gone
+    assert vi.coverage(store).hubness == {"built": False}
+    assert "hubness not built: the vector channel ranks by plain cosine" in vi.coverage(store).summary()
+    assert vi.coverage(store).as_dict()["hubness"] == {"built": False}
     report = VectorIndex(root, embedder).sync(store, progress=False)
     assert report.notes_embedded == 0 and report.hubness is not None and path.exists()
     assert holds()

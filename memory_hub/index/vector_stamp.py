@@ -56,6 +56,20 @@ def hub_stamp(folder: Path, name: str) -> str:
         return ""
 
 
+def hub_state(store: Store, name: str) -> dict:
+    """What the table's hubness file holds, from the meta table and one ``stat``: ``{"built":
+    True, "notes": n, "rows": n}`` while the last rebuild's file is in place, else ``{"built":
+    False}`` (search then ranks the vector channel by plain cosine)."""
+    try:
+        built = json.loads(store.get_meta(f"vectors_hub_built:{name}") or "{}")
+    except ValueError:
+        built = {}
+    if not isinstance(built, dict) or not built.get("stamp") or \
+            built.get("stamp") != hub_stamp(lancedb_dir(store.vault), name):
+        return {"built": False}
+    return {"built": True, "notes": int(built.get("notes") or 0), "rows": int(built.get("rows") or 0)}
+
+
 def holding_mark(store: Store, fingerprint: str | None, notes: str) -> dict | None:
     """The last complete vector sync's mark if it still holds for vectors of ``fingerprint`` with
     the notes at change stamp ``notes``: same passage layout, and its table and its hubness file

@@ -64,6 +64,7 @@ from .vector_stamp import (
     current_embedder,
     holding_mark,
     hub_stamp,
+    hub_state,
     lancedb_dir,
     table_stamp,
 )
@@ -294,6 +295,7 @@ class Coverage:
     stale: list[str]
     missing: list[str]
     orphaned: list[str]  # vectors for notes no longer in the index
+    hubness: dict[str, Any] = field(default_factory=dict)  # ``vector_stamp.hub_state``
 
     @property
     def ok(self) -> bool:
@@ -301,7 +303,7 @@ class Coverage:
 
     def as_dict(self) -> dict[str, Any]:
         return {"embedder": self.embedder, "expected": self.expected, "fresh": self.fresh, "ok": self.ok,
-                "stale": self.stale, "missing": self.missing, "orphaned": self.orphaned}
+                "stale": self.stale, "missing": self.missing, "orphaned": self.orphaned, "hubness": self.hubness}
 
     def summary(self) -> str:
         text = f"vectors ({self.embedder}): {self.fresh}/{self.expected} notes fresh"
@@ -311,6 +313,10 @@ class Coverage:
             text += f", {len(self.missing)} missing"
         if self.orphaned:
             text += f", {len(self.orphaned)} orphaned"
+        if self.hubness.get("built"):
+            text += f"; hubness of {self.hubness['notes']} notes"
+        elif self.hubness and self.fresh and hubness.WEIGHT > 0:
+            text += "; hubness not built: the vector channel ranks by plain cosine until the next vector sync"
         return text
 
 
@@ -465,7 +471,7 @@ class VectorIndex:
         missing = sorted(p for p in expected if p not in state)
         orphaned = sorted(p for p in state if p not in expected)
         fresh = len(expected) - len(stale) - len(missing)
-        return Coverage(self.key, len(expected), fresh, stale, missing, orphaned)
+        return Coverage(self.key, len(expected), fresh, stale, missing, orphaned, hub_state(store, self.name))
 
     def chunks_for(self, store: Store, note_id: int) -> list[Chunk]:
         """The passages a note is embedded as (``chunks.note_passages``)."""
@@ -556,7 +562,8 @@ class VectorIndex:
     def _maintain_hubness(self, store: Store, report: VectorReport) -> None:
         """Rebuild the notes' hubness (``hubness.py``) when no file matches this table or once
         ``RECOMPUTE_SHARE`` of its rows were written since the last build. A failure is reported,
-        never raised: search then ranks by plain cosine, and says nothing wrong."""
+        never raised: search then ranks by plain cosine, and ``status`` / ``vectors --coverage`` say
+        the hubness is not built (``Coverage.hubness``)."""
         if hubness.WEIGHT <= 0:
             return
         written = report.chunks_embedded + report.chunks_reused + report.notes_deleted
@@ -611,7 +618,7 @@ class VectorIndex:
             return
         with store.transaction() as conn:
             store.set_meta(conn, key, "0")
-            store.set_meta(conn, built_key, json.dumps({"embedder": self.key, "rows": rows,
+            store.set_meta(conn, built_key, json.dumps({"embedder": self.key, "rows": rows, "notes": len(values),
                                                         "stamp": hub_stamp(self.dir, self.name)}))
         report.hubness = {"notes": len(values), "probes": len(pairs), "probes_embedded": len(missing),
                           "seconds": round(time.monotonic() - t0, 2)}
@@ -1114,7 +1121,7 @@ def current_coverage(store: Store, fingerprint: str) -> Coverage | None:
     if key is None:
         return None
     ranked = len(cache.ranked_note_ids(store.conn))  # a server has it cached: every search reads it
-    return Coverage(key, ranked, ranked, [], [], [])
+    return Coverage(key, ranked, ranked, [], [], [], hub_state(store, table_name(key)))
 
 
 def _allowed_paths(store: Store, filters: Filters) -> dict[str, int]:
