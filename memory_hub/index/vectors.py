@@ -26,8 +26,9 @@ reloaded when a sync bumps the version recorded in the SQLite meta table. From `
 the table carries its own ANN index (IVF, built by the sync that crosses the size, extended by later
 syncs, retrained once a fifth of the rows are new) and search asks LanceDB for the nearest rows, with
 the scope filters inside that query (a prefilter) and an exact refine step; the serving process then
-holds no matrix. Both paths score a note the same way (``_note_best``): its note-level vector or its
-best chunk. ``benchmarks/bench_ann.py`` measures ANN against exact.
+holds no matrix. Both paths score a note the same way: its note-level vector or its best chunk, less
+``hubness.WEIGHT`` times how near the note comes to every question (``hubness.py``: a file beside
+the table that a vector sync rebuilds). ``benchmarks/bench_ann.py`` measures ANN against exact.
 """
 
 from __future__ import annotations
