@@ -75,6 +75,11 @@ def test_batches_of_rows_and_of_probes_give_the_same_values(monkeypatch: pytest.
     pieces = hubness.compute(_rows(paths, vecs, 7), probes, [f"n{i}.md" for i in range(50)])
     assert whole.keys() == pieces.keys()
     assert np.allclose([whole[p] for p in whole], [pieces[p] for p in whole], atol=1e-6)
+    # fewer neighbours than probes per batch: each batch's own best are taken before the merge
+    few = hubness.compute(_rows(paths, vecs, 1000), probes, [f"n{i}.md" for i in range(50)], neighbours=2)
+    monkeypatch.setattr(hubness, "PROBE_BATCH_BYTES", 1 << 30)
+    one = hubness.compute(_rows(paths, vecs, 1000), probes, [f"n{i}.md" for i in range(50)], neighbours=2)
+    assert np.allclose([few[p] for p in few], [one[p] for p in few], atol=1e-6)
 
 
 def test_the_probe_sample_is_stable_when_notes_come_and_go() -> None:
