@@ -594,14 +594,16 @@ class VectorIndex:
         loaded = hubness.load(path)  # its probe vectors are reused when the embedder is the same
         t0 = time.monotonic()
         try:
-            titles = store.conn.execute("SELECT path, title FROM notes WHERE ranked = 1").fetchall()
-            pairs = hubness.probe_sample([(p, t or "") for p, t in titles], hubness.probe_count(rows))
+            pairs = hubness.probe_sample(
+                [(p, t or "") for p, t in store.conn.execute("SELECT path, title FROM notes WHERE ranked = 1")],
+                hubness.probe_count(rows))
             known = loaded[1] if loaded is not None and loaded[0].embedder == self.key else {}
             missing = [pair for pair in pairs if pair not in known]
             fresh = iter(self.embedder.embed_queries([t for _, t in missing]) if missing else ())
             dim = int(self.embedder.dim)
             probes = np.asarray([known[pair] if pair in known else next(fresh) for pair in pairs],
                                 dtype=np.float32).reshape(-1, dim)
+            del loaded, known  # the old values and probes are not needed while the new ones are computed
 
             def batches() -> Iterator[tuple[list[str], np.ndarray]]:
                 # pages by offset (the sync holds the write lock: the table cannot change between
