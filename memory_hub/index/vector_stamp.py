@@ -56,16 +56,30 @@ def hub_stamp(folder: Path, name: str) -> str:
         return ""
 
 
-def hub_state(store: Store, name: str) -> dict:
-    """What the table's hubness file holds, from the meta table and one ``stat``: ``{"built":
-    True, "notes": n, "rows": n}`` while the last rebuild's file is in place, else ``{"built":
-    False}`` (search then ranks the vector channel by plain cosine)."""
+def hub_built_key(name: str) -> str:
+    """The meta key under which a hubness rebuild records what it wrote (``hub_built``)."""
+    return f"vectors_hub_built:{name}"
+
+
+def hub_built(store: Store, name: str) -> dict | None:
+    """What the last hubness rebuild recorded (``{"embedder", "rows", "notes", "stamp"}``) while
+    the file it wrote is still in place, else None: one meta read and one ``stat``."""
     try:
-        built = json.loads(store.get_meta(f"vectors_hub_built:{name}") or "{}")
+        built = json.loads(store.get_meta(hub_built_key(name)) or "{}")
     except ValueError:
-        built = {}
+        return None
     if not isinstance(built, dict) or not built.get("stamp") or \
             built.get("stamp") != hub_stamp(lancedb_dir(store.vault), name):
+        return None
+    return built
+
+
+def hub_state(store: Store, name: str) -> dict:
+    """What the table's hubness file holds: ``{"built": True, "notes": n, "rows": n}`` while the
+    last rebuild's file is in place, else ``{"built": False}`` (search then ranks the vector
+    channel by plain cosine)."""
+    built = hub_built(store, name)
+    if built is None:
         return {"built": False}
     return {"built": True, "notes": int(built.get("notes") or 0), "rows": int(built.get("rows") or 0)}
 

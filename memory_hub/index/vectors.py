@@ -64,6 +64,8 @@ from .vector_stamp import (
     PASSAGES_VERSION,
     current_embedder,
     holding_mark,
+    hub_built,
+    hub_built_key,
     hub_stamp,
     hub_state,
     lancedb_dir,
@@ -573,14 +575,8 @@ class VectorIndex:
             pending = int(store.get_meta(key) or 0) + written
         except ValueError:
             pending = written
-        # what the last rebuild wrote (so a sync need not read the file to know it holds)
-        built_key = f"vectors_hub_built:{self.name}"
-        try:
-            built = json.loads(store.get_meta(built_key) or "{}")
-        except ValueError:
-            built = {}
-        current = (isinstance(built, dict) and built.get("embedder") == self.key
-                   and built.get("stamp") == hub_stamp(self.dir, self.name) != "")
+        built = hub_built(store, self.name)  # what the last rebuild wrote: the file need not be read
+        current = built is not None and built.get("embedder") == self.key
         if current and (not pending or pending < hubness.RECOMPUTE_SHARE * max(int(built.get("rows") or 0), 1)):
             if written:
                 with store.transaction() as conn:
@@ -621,8 +617,8 @@ class VectorIndex:
             return
         with store.transaction() as conn:
             store.set_meta(conn, key, "0")
-            store.set_meta(conn, built_key, json.dumps({"embedder": self.key, "rows": rows, "notes": len(values),
-                                                        "stamp": hub_stamp(self.dir, self.name)}))
+            built = {"embedder": self.key, "rows": rows, "notes": len(values), "stamp": hub_stamp(self.dir, self.name)}
+            store.set_meta(conn, hub_built_key(self.name), json.dumps(built))
         report.hubness = {"notes": len(values), "probes": len(pairs), "probes_embedded": len(missing),
                           "seconds": round(time.monotonic() - t0, 2)}
         self._hub = self._hub_notes = None
@@ -639,7 +635,7 @@ class VectorIndex:
         cached = self._hub
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        loaded = hubness.load(path) if stamp is not None else None
+        loaded = hubness.load(path, with_probes=False) if stamp is not None else None
         values = loaded[0].values if loaded is not None and loaded[0].embedder == self.key else {}
         self._hub = (stamp, values)
         return values
