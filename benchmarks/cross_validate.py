@@ -306,6 +306,16 @@ def recall_grid() -> list[tuple[str, FusionParams]]:
     return out
 
 
+def slot_grid() -> list[tuple[str, FusionParams]]:
+    """The vector channel's best note guaranteed a place in the fused head (``FusionParams.vector_slot``),
+    at any separation or only a clear one (``vector_slot_separation``); ``plain`` is no slot."""
+    out: list[tuple[str, FusionParams]] = [("plain", replace(DEFAULT_PARAMS, vector_slot=0, vector_slot_separation=0.0))]
+    for slot, sep in itertools.product((2, 3, 5), (0.0, 3.0, 4.0)):
+        name = f"vector_slot={slot}" + (f" separation={sep}" if sep else "")
+        out.append((name, replace(DEFAULT_PARAMS, vector_slot=slot, vector_slot_separation=sep)))
+    return out
+
+
 def trigram_grid() -> list[tuple[str, FusionParams]]:
     """The trigram channel voting for every note it matched (``plain``, the earlier behaviour) or only
     for notes the word channel did not rank (``fusion.recall_only``)."""
@@ -416,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default="scifact,jsquad-ja,locomo,nq")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--limit", type=int, help="only the first N queries of each set (exploring)")
-    parser.add_argument("--grid", choices=["lean", "small", "full", "evidence", "recall", "trigram", "chunks", "hubness"], default="small",
+    parser.add_argument("--grid", choices=["lean", "small", "full", "evidence", "recall", "trigram", "chunks", "hubness", "slot"], default="small",
                         help="evidence: around the default, the cross-script and short-query factors; "
                         "recall: channel heads admitted to calibration, informative-term coverage; "
                         "trigram: whether the trigram channel votes only for notes the word channel lacks; "
@@ -454,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         scores, extra["vector_mode_in_sample"] = vector_variant_scores(
             corpora, args.refresh, args.mode, hubness, "WEIGHT", "hubness", HUBNESS, CALIBRATIONS)
     else:
-        settings = {"evidence": evidence_grid, "recall": recall_grid, "trigram": trigram_grid}.get(
+        settings = {"evidence": evidence_grid, "recall": recall_grid, "trigram": trigram_grid, "slot": slot_grid}.get(
             args.grid, lambda: grid(args.grid))()
         print(f"{len(queries)} queries, {len(settings)} settings", file=sys.stderr)
         for n, (name, params) in enumerate(settings):

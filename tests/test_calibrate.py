@@ -100,3 +100,43 @@ def test_trigram_votes_only_for_notes_the_word_channel_lacks() -> None:
     both = fusion.fuse(channels, {}, evidence, replace(fusion.DEFAULT_PARAMS, trigram_recall_only=False),
                        calibrated=False)
     assert both.order[0] == 3  # a second vote for note 3 lifted it over the word channel's first
+
+
+def _paraphrase_channels() -> tuple[dict, dict]:
+    """A paraphrased question: the word channel ranks 40 notes that share its common words, the
+    vector channel's clear winner (note 100) holds none of them; notes 1-10 are in both lists."""
+    words = [(i, 20.0 - 0.4 * i) for i in range(1, 41)]
+    vectors = [(100, 0.90)] + [(i, 0.85 - 0.002 * i) for i in range(1, 41)]
+    return {"words": words, "vectors": vectors}, {"bm25": words, "vectors": vectors}
+
+
+def test_the_vector_channels_clear_winner_keeps_a_place_in_the_head() -> None:
+    from dataclasses import replace
+
+    channels, raw = _paraphrase_channels()
+    evidence = fusion.Evidence(coverage=1.0, separation=fusion.separation([s for _, s in raw["vectors"]]))
+    off = fusion.fuse(channels, raw, evidence, replace(fusion.DEFAULT_PARAMS, vector_slot=0))
+    assert off.order.index(100) >= 5  # in both lists beats first in one: RRF and calibration sink it
+    on = fusion.fuse(channels, raw, evidence, fusion.DEFAULT_PARAMS)
+    assert fusion.DEFAULT_PARAMS.vector_slot == 2 and on.order.index(100) == 1
+    assert on.order[0] == off.order[0]  # the fused first stays first
+    assert [i for i in on.order if i != 100] == [i for i in off.order if i != 100]  # nothing else moves but down one
+    assert sorted(on.scores.values(), reverse=True) == [on.scores[i] for i in on.order]  # scores follow the order
+    assert sorted(on.scores.values()) == sorted(off.scores.values())  # the same scale
+    # a query whose vectors do not stand out (separation below the setting) is left as fused
+    strict = fusion.fuse(channels, raw, evidence, replace(fusion.DEFAULT_PARAMS, vector_slot_separation=99.0))
+    assert strict.order == off.order
+    # with the vector channel weighed out (lexical-only evidence) nothing is promoted
+    no_vectors = fusion.fuse({"words": channels["words"]}, {"bm25": raw["bm25"]}, fusion.Evidence(coverage=1.0))
+    assert 100 not in no_vectors.order
+
+
+def test_promote_best_moves_only_a_note_below_its_slot() -> None:
+    scores = {1: 0.5, 2: 0.4, 3: 0.3, 4: 0.2}
+    assert fusion.promote_best([1, 2, 3, 4], 2, 2, dict(scores)) == [1, 2, 3, 4]  # already there
+    assert fusion.promote_best([1, 2, 3, 4], 1, 2, dict(scores)) == [1, 2, 3, 4]  # above it stays
+    moved = dict(scores)
+    assert fusion.promote_best([1, 2, 3, 4], 4, 2, moved) == [1, 4, 2, 3]
+    assert moved[1] == 0.5 and moved[4] == 0.4 and moved[2] == 0.3 and moved[3] == 0.2
+    assert fusion.promote_best([1, 2, 3], 9, 2, dict(scores)) == [1, 2, 3]  # not a candidate
+    assert fusion.promote_best([1, 2, 3], 3, 0, dict(scores)) == [1, 2, 3]  # off
