@@ -22,14 +22,20 @@ fold chose it; ``benchmarks/cross_validate.py --grid hubness``, README).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import time
 import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from .embed import Embedder
+from .store import Store
+from .vector_stamp import hub_built, hub_built_key, hub_stamp
 from .vector_stamp import hub_file as file_for  # noqa: F401 - where a table's file lives, one name for it
 
 WEIGHT = 0.35  # cosine per unit of hubness above the vault's mean; 0 turns the correction off
@@ -43,6 +49,10 @@ MIN_PROBES = 256
 RECOMPUTE_SHARE = 0.2  # rebuild once this share of the table's rows were written since the last build
 PROBE_BATCH_BYTES = 16 << 20  # one batch of probes' per-note scores stays under this
 SCORE_BATCH_BYTES = 8 << 20  # and their scores against one slice of rows under this
+# rows read at a time while the hubness is rebuilt: LanceDB's native buffers grow with the page
+# (a 30k-note rebuild's peak over the process: +120 MB at 512 rows, +160 at 2,048, +300 at 8,192,
+# +780 at 32,768; 3.1 / 1.8 / 1.5 / 1.6 s)
+BATCH_ROWS = 2048
 
 
 @dataclass(frozen=True)
@@ -164,3 +174,72 @@ def load(path: Path, with_probes: bool = True) -> tuple[Hubness, dict[tuple[str,
     except (OSError, ValueError, KeyError, EOFError, UnicodeDecodeError, zipfile.BadZipFile):
         return None
     return hub, probes
+
+
+def changed_key(name: str) -> str:
+    """The meta key counting the rows written to table ``name`` since its last rebuild."""
+    return f"vectors_hub_changed:{name}"
+
+
+def maintain(store: Store, folder: Path, name: str, key: str, embedder: Embedder, written: int,
+             open_table: Callable[[], Any]) -> dict[str, Any] | None:
+    """Rebuild table ``name``'s hubness when no file matches it (another embedder ``key``, or none)
+    or once ``RECOMPUTE_SHARE`` of its rows were written since the last build; else only count
+    this sync's ``written`` rows. Returns what a rebuild did (for the sync's report), None when
+    none ran. Raises what the rebuild raised (the caller reports it; the count is then kept, so
+    the next sync tries again)."""
+    meta = changed_key(name)
+    try:
+        pending = int(store.get_meta(meta) or 0) + written
+    except ValueError:
+        pending = written
+    built = hub_built(store, name)  # what the last rebuild wrote: the file need not be read
+    current = built is not None and built.get("embedder") == key
+    if current and (not pending or pending < RECOMPUTE_SHARE * max(int(built.get("rows") or 0), 1)):
+        if written:
+            with store.transaction() as conn:
+                store.set_meta(conn, meta, str(pending))
+        return None
+    table = open_table()
+    if table is None:
+        return None
+    t0 = time.monotonic()
+    done = rebuild(store, table, folder, name, key, embedder)
+    with store.transaction() as conn:
+        store.set_meta(conn, meta, "0")
+        record = {"embedder": key, "rows": done["rows"], "notes": done["notes"], "stamp": hub_stamp(folder, name)}
+        store.set_meta(conn, hub_built_key(name), json.dumps(record))
+    return {"notes": done["notes"], "probes": done["probes"], "probes_embedded": done["probes_embedded"],
+            "seconds": round(time.monotonic() - t0, 2)}
+
+
+def rebuild(store: Store, table: Any, folder: Path, name: str, key: str, embedder: Embedder) -> dict[str, int]:
+    """Compute every note's hubness over ``table`` (a LanceDB table of ``path``/``vector`` rows)
+    against the vault's title probes and write the file. The probes' vectors stored by the last
+    build are reused when the embedder is the same; only new titles are embedded."""
+    rows = table.count_rows()
+    path = file_for(folder, name)
+    loaded = load(path)
+    pairs = probe_sample(
+        [(p, t or "") for p, t in store.conn.execute("SELECT path, title FROM notes WHERE ranked = 1")],
+        probe_count(rows))
+    known = loaded[1] if loaded is not None and loaded[0].embedder == key else {}
+    missing = [pair for pair in pairs if pair not in known]
+    fresh = iter(embedder.embed_queries([t for _, t in missing]) if missing else ())
+    dim = int(embedder.dim)
+    probes = np.asarray([known[pair] if pair in known else next(fresh) for pair in pairs],
+                        dtype=np.float32).reshape(-1, dim)
+    del loaded, known  # the old values and probes are not needed while the new ones are computed
+
+    def batches() -> Iterator[tuple[list[str], np.ndarray]]:
+        # pages by offset (the sync holds the write lock: the table cannot change between them);
+        # a streamed reader of the whole scan held every row at once (+380 MB at 115k rows)
+        for lo in range(0, rows, BATCH_ROWS):
+            page = table.search().select(["path", "vector"]).offset(lo).limit(BATCH_ROWS).to_arrow()
+            if page.num_rows:
+                yield (page.column("path").to_pylist(),
+                       page.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim))
+
+    values = compute(batches, probes, [p for p, _ in pairs])
+    save(path, Hubness(values, rows, key, len(pairs)), pairs, probes)
+    return {"rows": rows, "notes": len(values), "probes": len(pairs), "probes_embedded": len(missing)}

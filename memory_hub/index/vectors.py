@@ -64,8 +64,6 @@ from .vector_stamp import (
     PASSAGES_VERSION,
     current_embedder,
     holding_mark,
-    hub_built,
-    hub_built_key,
     hub_stamp,
     hub_state,
     lancedb_dir,
@@ -125,10 +123,6 @@ ANN_RETRAIN_SHARE = 0.2  # retrain the partitions once this share of rows came a
 # touches, so a fragmented table made a warm query's vector channel ~2.5× slower (37 → 15-25 ms at
 # 30k). Past this many files the sync compacts the table (``optimize``: the ANN index is kept).
 ANN_MAX_FRAGMENTS = 16
-# rows read at a time while the hubness is rebuilt: LanceDB's native buffers grow with the page
-# (a 30k-note rebuild's peak over the process: +120 MB at 512 rows, +160 at 2,048, +300 at 8,192,
-# +780 at 32,768; 3.1 / 1.8 / 1.5 / 1.6 s)
-HUB_BATCH_ROWS = 2048
 # Every write is a new LanceDB version, and a version keeps the files it needs; nothing removes
 # them unless asked (``optimize`` keeps 7 days of versions). At 100k notes the table grew 1,881 →
 # 2,481 MB over ~10 watcher edits. So a sync that has written this many versions since the last
@@ -563,65 +557,20 @@ class VectorIndex:
         self._shape = None
 
     def _maintain_hubness(self, store: Store, report: VectorReport) -> None:
-        """Rebuild the notes' hubness (``hubness.py``) when no file matches this table or once
-        ``RECOMPUTE_SHARE`` of its rows were written since the last build. A failure is reported,
+        """Rebuild the notes' hubness when it is due (``hubness.maintain``). A failure is reported,
         never raised: search then ranks by plain cosine, and ``status`` / ``vectors --coverage`` say
         the hubness is not built (``Coverage.hubness``)."""
         if hubness.WEIGHT <= 0:
             return
         written = report.chunks_embedded + report.chunks_reused + report.notes_deleted
-        key = f"vectors_hub_changed:{self.name}"
         try:
-            pending = int(store.get_meta(key) or 0) + written
-        except ValueError:
-            pending = written
-        built = hub_built(store, self.name)  # what the last rebuild wrote: the file need not be read
-        current = built is not None and built.get("embedder") == self.key
-        if current and (not pending or pending < hubness.RECOMPUTE_SHARE * max(int(built.get("rows") or 0), 1)):
-            if written:
-                with store.transaction() as conn:
-                    store.set_meta(conn, key, str(pending))
-            return
-        table = self._table()
-        if table is None:
-            return
-        rows = table.count_rows()
-        path = hubness.file_for(self.dir, self.name)
-        loaded = hubness.load(path)  # its probe vectors are reused when the embedder is the same
-        t0 = time.monotonic()
-        try:
-            pairs = hubness.probe_sample(
-                [(p, t or "") for p, t in store.conn.execute("SELECT path, title FROM notes WHERE ranked = 1")],
-                hubness.probe_count(rows))
-            known = loaded[1] if loaded is not None and loaded[0].embedder == self.key else {}
-            missing = [pair for pair in pairs if pair not in known]
-            fresh = iter(self.embedder.embed_queries([t for _, t in missing]) if missing else ())
-            dim = int(self.embedder.dim)
-            probes = np.asarray([known[pair] if pair in known else next(fresh) for pair in pairs],
-                                dtype=np.float32).reshape(-1, dim)
-            del loaded, known  # the old values and probes are not needed while the new ones are computed
-
-            def batches() -> Iterator[tuple[list[str], np.ndarray]]:
-                # pages by offset (the sync holds the write lock: the table cannot change between
-                # them); a streamed reader of the whole scan held every row at once (+380 MB at 115k rows)
-                for lo in range(0, rows, HUB_BATCH_ROWS):
-                    page = table.search().select(["path", "vector"]).offset(lo).limit(HUB_BATCH_ROWS).to_arrow()
-                    if page.num_rows:
-                        yield (page.column("path").to_pylist(),
-                               page.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim))
-
-            values = hubness.compute(batches, probes, [p for p, _ in pairs])
-            hubness.save(path, hubness.Hubness(values, rows, self.key, len(pairs)), pairs, probes)
+            report.hubness = hubness.maintain(store, self.dir, self.name, self.key, self.embedder, written,
+                                              self._table)
         except Exception as exc:  # noqa: BLE001 - reported in the sync's summary and --json
             report.hubness = {"error": f"{type(exc).__name__}: {exc}"}
             return
-        with store.transaction() as conn:
-            store.set_meta(conn, key, "0")
-            built = {"embedder": self.key, "rows": rows, "notes": len(values), "stamp": hub_stamp(self.dir, self.name)}
-            store.set_meta(conn, hub_built_key(self.name), json.dumps(built))
-        report.hubness = {"notes": len(values), "probes": len(pairs), "probes_embedded": len(missing),
-                          "seconds": round(time.monotonic() - t0, 2)}
-        self._hub = self._hub_notes = None
+        if report.hubness is not None:
+            self._hub = self._hub_notes = None
 
     def _hub_values(self) -> dict[str, float]:
         """``{path: hubness above the mean}`` as the last rebuild left it ({} without one), read
