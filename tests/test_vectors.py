@@ -131,8 +131,32 @@ def test_a_different_embedder_never_mixes(vault, embedder) -> None:
     report = other.sync(store, progress=False)
     assert report.notes_embedded == 3 and report.chunks_reused == 0
     assert other._table_names() == [other.name]  # the old embedder's table is gone
+    old_name = VectorIndex(path, embedder).name
+    assert report.others == {"tables": [old_name], "dropped": True}
+    assert report.as_dict()["other_embedders"]["dropped"] and "dropped now that" in report.summary()
     rows = other._table().search().select(["embedder"]).limit(None).to_arrow().to_pylist()
     assert {r["embedder"] for r in rows} == {"multilingual-e5-small@test/renamed"}
+
+
+def test_an_interrupted_switch_of_embedder_keeps_the_old_vectors(vault, embedder, monkeypatch) -> None:
+    """Trying another model and stopping it (Ctrl-C, a failure) must not cost the vectors already
+    made: the old table stays until the new embedder's vectors cover every note."""
+    path, store = vault
+    mine = VectorIndex(path, embedder)
+    monkeypatch.setattr(vectors_mod, "GROUP_CHUNKS", 1)
+    switched = VectorIndex(path, Flaky(Renamed(embedder), KeyboardInterrupt(), ok_calls=1))
+    report = switched.sync(store, progress=False)
+    assert report.interrupted and report.notes_embedded == 1
+    assert sorted(switched._table_names()) == sorted([mine.name, switched.name])
+    assert report.others == {"tables": [mine.name], "dropped": False}
+    assert "kept until this one's vectors are complete" in report.summary()
+    back = VectorIndex(path, embedder)  # switching back: the old vectors are all still fresh
+    assert back.coverage(store).ok
+    again = back.sync(store, progress=False)
+    assert again.notes_embedded == 0 and again.others == {"tables": [switched.name], "dropped": True}
+    assert back._table_names() == [mine.name]  # the half-made table of the abandoned model is gone
+    hits = back.search_notes(store, "the primary database server died", None, 3)
+    assert hits and hits[0][2].path == "db-failover.md"
 
 
 def test_interrupted_sync_keeps_finished_groups(vault, embedder, monkeypatch) -> None:

@@ -241,6 +241,9 @@ class VectorReport:
     ann: dict[str, Any] | None = None  # what this sync did to the ANN index (built, retrained, rows added)
     pruned: dict[str, Any] | None = None  # old table versions this sync removed (``_prune_versions``)
     hubness: dict[str, Any] | None = None  # the hubness values this sync rebuilt, or why it could not
+    # other embedders' tables found beside this one: kept until this embedder's vectors cover every
+    # note (an interrupted switch of model loses nothing), then dropped (``dropped``)
+    others: dict[str, Any] | None = None
 
     @property
     def chunks_per_second(self) -> float:
@@ -260,6 +263,7 @@ class VectorReport:
             "interrupted": self.interrupted, **({"migrated": self.migrated} if self.migrated else {}),
             **({"ann": self.ann} if self.ann else {}), **({"pruned": self.pruned} if self.pruned else {}),
             **({"hubness": self.hubness} if self.hubness else {}),
+            **({"other_embedders": self.others} if self.others else {}),
         }
 
     def summary(self) -> str:
@@ -275,6 +279,11 @@ class VectorReport:
         elif self.hubness:
             text += (f"; hubness of {self.hubness['notes']} notes rebuilt against {self.hubness['probes']} "
                      f"title probes in {self.hubness['seconds']:.1f}s")
+        if self.others:
+            n = len(self.others["tables"])
+            what = f"{n} table{'s' if n > 1 else ''} of another embedder"
+            text += (f"; {what} dropped now that this one's vectors are complete" if self.others["dropped"] else
+                     f"; {what} kept until this one's vectors are complete")
         if self.migrated:
             text += (f"; upgraded the vector index to note-level vectors: {self.migrated['reused']} vectors carried "
                      f"over, the rest embedded anew" + ("" if self.migrated["done"] else
@@ -508,7 +517,10 @@ class VectorIndex:
                 self._prune_versions(store, report)
                 # else the next sync compares all (and a failed hubness rebuild is tried again)
                 hub_failed = report.hubness is not None and "error" in report.hubness
-                if not (staged or lexical.has_pending(store.conn) or hub_failed):
+                complete = not (staged or lexical.has_pending(store.conn))
+                if complete:
+                    self._drop_others(report)
+                if complete and not hub_failed:
                     self._mark_current(store, notes_stamp)
         return report
 
@@ -692,11 +704,12 @@ class VectorIndex:
         db = self._connect()
         names = self._table_names()
         legacy_names = [table_name(self.key, prefix) for prefix in LEGACY_PREFIXES]
-        for name in names:  # other embedders' vectors are never mixed in: drop them
-            if (name.startswith(TABLE_PREFIX) and name != self.name) or (
-                    name.startswith(LEGACY_PREFIXES) and name not in legacy_names):
-                db.drop_table(name)
-                hubness.file_for(self.dir, name).unlink(missing_ok=True)
+        # other embedders' vectors are never mixed in, and never searched by this one; they are
+        # dropped once this embedder's vectors are complete (``_drop_others``), not before: a
+        # switch of model that is interrupted (or tried and undone) must not cost hours of embedding
+        others = [name for name in names if (name.startswith(TABLE_PREFIX) and name != self.name) or (
+            name.startswith(LEGACY_PREFIXES) and name not in legacy_names)]
+        report.others = {"tables": others, "dropped": False} if others else None
         legacy = next((db.open_table(n) for n in legacy_names if n in names), None)
         if legacy is not None:
             report.migrated = {"from": "chunks (layout 1)", "reused": 0, "done": False}
@@ -737,6 +750,16 @@ class VectorIndex:
                 self._embed_group(store, table, group, report, bar, state)
         if not report.failed:
             self._drop_legacy(report)
+
+    def _drop_others(self, report: VectorReport) -> None:
+        """This embedder's vectors cover every note: other embedders' tables have nothing left to give."""
+        if not report.others:
+            return
+        db = self._connect()
+        for name in report.others["tables"]:
+            db.drop_table(name)
+            hubness.file_for(self.dir, name).unlink(missing_ok=True)
+        report.others["dropped"] = True
 
     def _drop_legacy(self, report: VectorReport) -> None:
         """Every note has its vectors in the current layout: the old table has nothing left to give."""
