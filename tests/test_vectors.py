@@ -152,9 +152,14 @@ def test_an_interrupted_switch_of_embedder_keeps_the_old_vectors(vault, embedder
     assert "kept until this one's vectors are complete" in report.summary()
     back = VectorIndex(path, embedder)  # switching back: the old vectors are all still fresh
     assert back.coverage(store).ok
+    # ... but the no-change check does not hold: a table appeared beside them, so the sync looks
+    from memory_hub.index.cache import NOTES_CHANGED
+    from memory_hub.index.vector_stamp import holding_mark
+    assert holding_mark(store, back.fingerprint, store.get_meta(NOTES_CHANGED, "")) is None
     again = back.sync(store, progress=False)
     assert again.notes_embedded == 0 and again.others == {"tables": [switched.name], "dropped": True}
     assert back._table_names() == [mine.name]  # the half-made table of the abandoned model is gone
+    assert holding_mark(store, back.fingerprint, store.get_meta(NOTES_CHANGED, "")) is not None
     hits = back.search_notes(store, "the primary database server died", None, 3)
     assert hits and hits[0][2].path == "db-failover.md"
 

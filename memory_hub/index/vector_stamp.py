@@ -10,6 +10,7 @@ imports none of them; ``vectors.py`` writes the stamp and re-exports these names
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from ..config import index_dir
@@ -41,6 +42,16 @@ def table_stamp(folder: Path, name: str) -> str:
         return str((folder / f"{name}.lance" / "_versions").stat().st_mtime_ns)
     except OSError:
         return ""
+
+
+def table_names(folder: Path) -> list[str]:
+    """The vector tables in ``folder``, sorted: one ``listdir``. A mark records them, so a table
+    that appeared since (another embedder's sync, interrupted) makes the next sync look, and drop
+    it once this embedder's vectors are complete."""
+    try:
+        return sorted(entry.name[: -len(".lance")] for entry in os.scandir(folder) if entry.name.endswith(".lance"))
+    except OSError:
+        return []
 
 
 def hub_file(folder: Path, name: str) -> Path:
@@ -87,7 +98,8 @@ def hub_state(store: Store, name: str) -> dict:
 def holding_mark(store: Store, fingerprint: str | None, notes: str) -> dict | None:
     """The last complete vector sync's mark if it still holds for vectors of ``fingerprint`` with
     the notes at change stamp ``notes``: same passage layout, and its table and its hubness file
-    unchanged since (a mark from before the hubness file holds no ``hub``: the next sync builds it)."""
+    unchanged since (a mark from before the hubness file holds no ``hub``: the next sync builds it),
+    and no other table beside it that was not there (``table_names``)."""
     raw = store.get_meta(META_CURRENT)
     if not raw:
         return None
@@ -98,7 +110,8 @@ def holding_mark(store: Store, fingerprint: str | None, notes: str) -> dict | No
     if (not isinstance(mark, dict) or mark.get("fingerprint") != fingerprint
             or mark.get("passages") != PASSAGES_VERSION or mark.get("notes") != notes or not mark.get("lance")
             or mark.get("lance") != table_stamp(lancedb_dir(store.vault), str(mark.get("table")))
-            or mark.get("hub") != hub_stamp(lancedb_dir(store.vault), str(mark.get("table")))):
+            or mark.get("hub") != hub_stamp(lancedb_dir(store.vault), str(mark.get("table")))
+            or ("tables" in mark and mark["tables"] != table_names(lancedb_dir(store.vault)))):
         return None
     return mark
 

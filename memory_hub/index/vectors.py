@@ -67,6 +67,7 @@ from .vector_stamp import (
     hub_stamp,
     hub_state,
     lancedb_dir,
+    table_names,
     table_stamp,
 )
 
@@ -683,7 +684,7 @@ class VectorIndex:
     def _mark_current(self, store: Store, notes_stamp: str) -> None:
         mark = {"notes": notes_stamp, "embedder": self.key, "table": self.name, "passages": PASSAGES_VERSION,
                 "lance": table_stamp(self.dir, self.name), "fingerprint": self.fingerprint,
-                "hub": hub_stamp(self.dir, self.name)}
+                "hub": hub_stamp(self.dir, self.name), "tables": table_names(self.dir)}
         with store.transaction() as conn:
             store.set_meta(conn, META_CURRENT, json.dumps(mark))
 

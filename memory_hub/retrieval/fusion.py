@@ -323,7 +323,8 @@ def promote_best(ordered: list[int], best: int | None, slot: int, scores: dict[i
 def fuse(channels: Mapping[str, Sequence[tuple[int, float]]], raw: Mapping[str, Sequence[tuple[int, float]]],
          evidence: Evidence, params: FusionParams = DEFAULT_PARAMS, calibrated: bool = True,
          extra: Sequence[int] = ()) -> Fused:
-    """RRF over ``channels`` with evidence-scaled weights, then calibration of the head by ``raw``.
+    """RRF over ``channels`` with evidence-scaled weights, then calibration of the head by ``raw``,
+    then the vector channel's best note kept at place ``params.vector_slot`` (``promote_best``).
 
     ``extra``: ids that must be candidates even if no channel has them (exact-identifier pins; they
     also make a result confident). When every channel is below its evidence floor the channels are
