@@ -91,7 +91,8 @@ def test_a_sync_builds_the_index_at_the_threshold_then_folds_new_rows_in(table, 
     vi._maintain_ann(store, report)
     assert report.ann["built"] is True and vi._ann_index(vi._table()) is not None
     assert vi.uses_ann(store) and vi._matrix is None  # searching needs no matrix in memory
-    # a later sync's new rows join the trained partitions (no retraining for a few rows)
+    # a later sync's few new rows stay outside the index, searched flat beside it (folding them in
+    # rewrote the data file and slowed every later query), and are found by the ANN query
     table = vi._table()
     extra = table.search().where("level = 'chunk'").limit(30).to_arrow()
     extra = extra.set_column(extra.schema.get_field_index("id"), "id",
@@ -99,7 +100,18 @@ def test_a_sync_builds_the_index_at_the_threshold_then_folds_new_rows_in(table, 
     table.add(extra.select(vi._schema().names))
     report = VectorReport(vi.key)
     vi._maintain_ann(store, report)
-    assert report.ann["built"] is False and report.ann["added"] == 30
+    assert report.ann is None and report.ann_flat_rows == 30 and report.as_dict()["ann_flat_rows"] == 30
+    fresh = vi._table()
+    assert fresh.index_stats(vi._ann_index(fresh).name).num_unindexed_rows == 30
+    probe = extra.column("vector")[0].values.to_numpy()
+    top = fresh.search(probe, vector_column_name="vector").distance_type("cosine").nprobes(1).limit(2).to_arrow()
+    assert set(top.column("id").to_pylist()) == {extra.column("id")[0].as_py(),
+                                                extra.column("id")[0].as_py().removesuffix("#extra")}
+    # past ANN_FLAT_ROWS new rows they join the trained partitions (no retraining for a few rows)
+    monkeypatch.setattr(vectors_mod, "ANN_FLAT_ROWS", 20)
+    report = VectorReport(vi.key)
+    vi._maintain_ann(store, report)
+    assert report.ann["built"] is False and report.ann["added"] == 30 and report.ann_flat_rows == 0
     fresh = vi._table()
     assert fresh.index_stats(vi._ann_index(fresh).name).num_unindexed_rows == 0
 

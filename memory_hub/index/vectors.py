@@ -124,6 +124,12 @@ ANN_RETRAIN_SHARE = 0.2  # retrain the partitions once this share of rows came a
 # touches, so a fragmented table made a warm query's vector channel ~2.5× slower (37 → 15-25 ms at
 # 30k). Past this many files the sync compacts the table (``optimize``: the ANN index is kept).
 ANN_MAX_FRAGMENTS = 16
+# New rows stay outside the ANN index (LanceDB scans them flat beside it, exactly) until there are
+# more than this, or more than ANN_MAX_FRAGMENTS files. Folding them in (``optimize``) rewrote the
+# main data file and remapped the index: ~6 s per watcher edit at 100k notes, and the query stayed
+# slower after (17.3 -> 20.5 ms at 306/407 probes, 8.7 -> 16.3 at 41, the same queries alternating),
+# where 58 rows in 16 small files cost +1.7 / +0.6 ms and 2,058 rows +3.4 / +1.5 (README, Scale).
+ANN_FLAT_ROWS = 2000
 # Every write is a new LanceDB version, and a version keeps the files it needs; nothing removes
 # them unless asked (``optimize`` keeps 7 days of versions). At 100k notes the table grew 1,881 →
 # 2,481 MB over ~10 watcher edits. So a sync that has written this many versions since the last
@@ -240,6 +246,7 @@ class VectorReport:
     # whether the old table is gone (it stays until every note is done)
     migrated: dict[str, Any] | None = None
     ann: dict[str, Any] | None = None  # what this sync did to the ANN index (built, retrained, rows added)
+    ann_flat_rows: int = 0  # rows outside the ANN index after this sync, searched flat (ANN_FLAT_ROWS)
     pruned: dict[str, Any] | None = None  # old table versions this sync removed (``_prune_versions``)
     hubness: dict[str, Any] | None = None  # the hubness values this sync rebuilt, or why it could not
     # other embedders' tables found beside this one: kept until this embedder's vectors cover every
@@ -262,7 +269,8 @@ class VectorReport:
             "chunks_reused": self.chunks_reused, "chunks_per_second": round(self.chunks_per_second, 1),
             "failed": [{"path": p, "error": e} for p, e in self.failed], "seconds": round(self.seconds, 2),
             "interrupted": self.interrupted, **({"migrated": self.migrated} if self.migrated else {}),
-            **({"ann": self.ann} if self.ann else {}), **({"pruned": self.pruned} if self.pruned else {}),
+            **({"ann": self.ann} if self.ann else {}),
+            **({"ann_flat_rows": self.ann_flat_rows} if self.ann_flat_rows else {}), **({"pruned": self.pruned} if self.pruned else {}),
             **({"hubness": self.hubness} if self.hubness else {}),
             **({"other_embedders": self.others} if self.others else {}),
         }
@@ -535,7 +543,8 @@ class VectorIndex:
 
     def _maintain_ann(self, store: Store, report: VectorReport) -> None:
         """Build the ANN index once the table reaches ``ann_from`` rows; afterwards fold new rows in
-        (``optimize``: they join the trained partitions) and retrain once many rows are new. Rows not
+        (``optimize``: they join the trained partitions) once more than ``ANN_FLAT_ROWS`` are new
+        or the files are too many, and retrain once many rows are new. Rows not
         yet in the index are still searched (LanceDB scans them flat), so no answer is ever missing."""
         table = self._table()
         if table is None:
@@ -559,11 +568,13 @@ class VectorIndex:
                 report.ann = {"built": True, "rows": rows, "retrained_for": unindexed}
                 if fragments > ANN_MAX_FRAGMENTS:
                     table.optimize()
-            elif unindexed or fragments > ANN_MAX_FRAGMENTS:
+            elif unindexed > ANN_FLAT_ROWS or fragments > ANN_MAX_FRAGMENTS:
                 table.optimize()  # new rows join the trained partitions; small data files are merged
                 report.ann = {"built": False, "rows": rows, "added": unindexed}
                 if fragments > ANN_MAX_FRAGMENTS:
                     report.ann["compacted_fragments"] = fragments
+            elif unindexed:  # a few new rows: searched flat beside the index until there are more
+                report.ann_flat_rows = unindexed
         if report.ann is not None:
             report.ann["seconds"] = round(time.monotonic() - t0, 2)
             self._bump(store)  # searchers look at the table's shape again
