@@ -240,6 +240,30 @@ def test_a_small_edit_keeps_the_file_and_a_large_one_rebuilds_it(vault, embedder
     assert report.hubness["probes_embedded"] == 4  # the known titles' probe vectors were reused
 
 
+def test_a_big_table_is_rebuilt_in_a_child_process_with_the_same_values(vault, embedder,  # noqa: ANN001
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    root, store = vault
+    vi = VectorIndex(root, embedder)
+    path = hubness.file_for(vi.dir, vi.name)
+    in_process = hubness.load(path)
+    assert in_process is not None
+    path.unlink()
+    monkeypatch.setattr(hubness, "CHILD_FROM_ROWS", 1)
+    report = VectorIndex(root, embedder).sync(store, progress=False)
+    assert report.hubness is not None and report.hubness.get("child_process") is True
+    assert report.hubness["notes"] == len(NOTES) and report.hubness["probes_embedded"] == len(NOTES)
+    again = hubness.load(path)
+    assert again is not None and again[0].values == pytest.approx(in_process[0].values, abs=1e-6)
+    assert (again[0].rows, again[0].embedder, again[0].probes) == (in_process[0].rows, in_process[0].embedder,
+                                                                    in_process[0].probes)
+    assert not list(vi.dir.glob("*.probes.npz"))  # the hand-over file is gone
+    # a child that fails (here: no such table) is said with its last words, and leaves no file behind
+    with pytest.raises(RuntimeError, match="child process failed: .*absent"):
+        hubness._rebuild_in_child(vi.dir, vi.name + "-absent", vi.key, 10, [("a.md", "A")],
+                                  np.zeros((1, embedder.dim), dtype=np.float32))
+    assert not list(vi.dir.glob("*.probes.npz")) and not hubness.file_for(vi.dir, vi.name + "-absent").exists()
+
+
 def test_a_big_table_uses_fewer_probes_so_a_rebuild_costs_about_the_same() -> None:
     assert hubness.probe_count(15_000) == hubness.PROBES == 2000
     assert hubness.probe_count(100_000) == 600

@@ -53,6 +53,13 @@ SCORE_BATCH_BYTES = 8 << 20  # and their scores against one slice of rows under 
 # (a 30k-note rebuild's peak over the process: +120 MB at 512 rows, +160 at 2,048, +300 at 8,192,
 # +780 at 32,768; 3.1 / 1.8 / 1.5 / 1.6 s)
 BATCH_ROWS = 2048
+# From this many rows the computation runs in a child process (``python -m memory_hub.index.hubness``):
+# at 100k notes (417k rows) it raised a serving process's peak by ~114 MB and left ~80 MB held after
+# (LanceDB's and glibc's buffers), on top of ~630 MB with e5 loaded against a 700 MB budget. The
+# parent still embeds the probes (it has the model); the child reads the table, computes, writes
+# the file and exits, so its memory goes with it. Below this, the ~1 s start of a child costs more
+# than the memory it saves.
+CHILD_FROM_ROWS = 100_000
 
 
 @dataclass(frozen=True)
@@ -210,6 +217,7 @@ def maintain(store: Store, folder: Path, name: str, key: str, embedder: Embedder
         record = {"embedder": key, "rows": done["rows"], "notes": done["notes"], "stamp": hub_stamp(folder, name)}
         store.set_meta(conn, hub_built_key(name), json.dumps(record))
     return {"notes": done["notes"], "probes": done["probes"], "probes_embedded": done["probes_embedded"],
+            **({"child_process": True} if done["child"] else {}),
             "seconds": round(time.monotonic() - t0, 2)}
 
 
@@ -230,16 +238,71 @@ def rebuild(store: Store, table: Any, folder: Path, name: str, key: str, embedde
     probes = np.asarray([known[pair] if pair in known else next(fresh) for pair in pairs],
                         dtype=np.float32).reshape(-1, dim)
     del loaded, known  # the old values and probes are not needed while the new ones are computed
+    if rows >= CHILD_FROM_ROWS:
+        notes = _rebuild_in_child(folder, name, key, rows, pairs, probes)
+    else:
+        values = compute(_pages(table, rows, dim), probes, [p for p, _ in pairs])
+        save(path, Hubness(values, rows, key, len(pairs)), pairs, probes)
+        notes = len(values)
+    return {"rows": rows, "notes": notes, "probes": len(pairs), "probes_embedded": len(missing),
+            "child": rows >= CHILD_FROM_ROWS}
 
+
+def _pages(table: Any, rows: int, dim: int) -> Callable[[], Iterator[tuple[list[str], np.ndarray]]]:
+    """``compute``'s ``batches``: the table's (paths, vectors) in pages by offset (the sync holds
+    the write lock: the table cannot change between them); a streamed reader of the whole scan held
+    every row at once (+380 MB at 115k rows)."""
     def batches() -> Iterator[tuple[list[str], np.ndarray]]:
-        # pages by offset (the sync holds the write lock: the table cannot change between them);
-        # a streamed reader of the whole scan held every row at once (+380 MB at 115k rows)
         for lo in range(0, rows, BATCH_ROWS):
             page = table.search().select(["path", "vector"]).offset(lo).limit(BATCH_ROWS).to_arrow()
             if page.num_rows:
                 yield (page.column("path").to_pylist(),
                        page.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim))
+    return batches
 
-    values = compute(batches, probes, [p for p, _ in pairs])
-    save(path, Hubness(values, rows, key, len(pairs)), pairs, probes)
-    return {"rows": rows, "notes": len(values), "probes": len(pairs), "probes_embedded": len(missing)}
+
+def _rebuild_in_child(folder: Path, name: str, key: str, rows: int, pairs: Sequence[tuple[str, str]],
+                      probes: np.ndarray) -> int:
+    """Run ``compute`` and ``save`` in a child process over the table in ``folder`` and return how
+    many notes got a value. The probes go to it in a file beside the table (removed after).
+    Raises RuntimeError with the child's last words when it fails."""
+    import subprocess
+    import sys
+
+    spec = file_for(folder, name).with_name(f"hub-{name}.{os.getpid()}.probes.npz")
+    meta = json.dumps({"folder": str(folder), "name": name, "key": key, "rows": rows})
+    np.savez(spec, meta=_pack([meta]), probe_paths=_pack(p for p, _ in pairs),
+             probe_titles=_pack(t for _, t in pairs), probe_vectors=np.asarray(probes, dtype=np.float32))
+    try:
+        done = subprocess.run([sys.executable, "-m", "memory_hub.index.hubness", str(spec)],
+                              capture_output=True, text=True, check=False)
+    finally:
+        spec.unlink(missing_ok=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise RuntimeError(f"hubness rebuild in a child process failed: {last}")
+    return int(json.loads(done.stdout.strip().splitlines()[-1])["notes"])
+
+
+def _child(spec: Path) -> int:
+    """The child's side of ``_rebuild_in_child``: read the probes, open the table, compute, save."""
+    from .vectors import import_lancedb
+
+    with np.load(spec, allow_pickle=False) as data:
+        meta = json.loads(_unpack(data["meta"], 1)[0])
+        vectors = np.asarray(data["probe_vectors"], dtype=np.float32)
+        pairs = list(zip(_unpack(data["probe_paths"], len(vectors)), _unpack(data["probe_titles"], len(vectors)),
+                         strict=True))
+    folder, name = Path(meta["folder"]), meta["name"]
+    table = import_lancedb().connect(str(folder)).open_table(name)
+    dim = int(vectors.shape[1]) if vectors.ndim == 2 else 0
+    values = compute(_pages(table, int(meta["rows"]), dim), vectors, [p for p, _ in pairs])
+    save(file_for(folder, name), Hubness(values, int(meta["rows"]), meta["key"], len(pairs)), pairs, vectors)
+    print(json.dumps({"notes": len(values)}))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(_child(Path(sys.argv[1])))
