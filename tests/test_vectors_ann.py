@@ -80,7 +80,14 @@ def _both(vi: VectorIndex, store: Store, q: np.ndarray, filters: Filters | None 
     return exact, vi.search_notes(store, q, filters, limit, chunk_offset)
 
 
-def test_a_sync_builds_the_index_at_the_threshold_then_folds_new_rows_in(table, monkeypatch) -> None:  # noqa: ANN001
+def _one_partition_rows(vi: VectorIndex, q: np.ndarray) -> int:
+    """How many rows a query probing one IVF partition reads (no limit: all it can see)."""
+    table = vi._table()
+    query = table.search(q, vector_column_name="vector").distance_type("cosine").nprobes(1)
+    return query.select(["id"]).limit(10**6).to_arrow().num_rows
+
+
+def test_a_sync_builds_the_index_at_the_threshold_then_trains_it_again_over_new_rows(table, monkeypatch) -> None:  # noqa: ANN001
     root, store, vi, _vecs, _rng = table
     monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 64)  # a real IVF: several partitions
     vi.ann_from = 10**9
@@ -91,6 +98,9 @@ def test_a_sync_builds_the_index_at_the_threshold_then_folds_new_rows_in(table, 
     vi._maintain_ann(store, report)
     assert report.ann["built"] is True and vi._ann_index(vi._table()) is not None
     assert vi.uses_ann(store) and vi._matrix is None  # searching needs no matrix in memory
+    rows = vi._table().count_rows()
+    narrow = _one_partition_rows(vi, _vecs[0])
+    assert 0 < narrow < rows / 3  # a trained IVF: one probe reads one partition's rows
     # a later sync's few new rows stay outside the index, searched flat beside it (folding them in
     # rewrote the data file and slowed every later query), and are found by the ANN query
     table = vi._table()
@@ -107,13 +117,16 @@ def test_a_sync_builds_the_index_at_the_threshold_then_folds_new_rows_in(table, 
     top = fresh.search(probe, vector_column_name="vector").distance_type("cosine").nprobes(1).limit(2).to_arrow()
     assert set(top.column("id").to_pylist()) == {extra.column("id")[0].as_py(),
                                                 extra.column("id")[0].as_py().removesuffix("#extra")}
-    # past ANN_FLAT_ROWS new rows they join the trained partitions (no retraining for a few rows)
+    # past ANN_FLAT_ROWS new rows the index is trained again over all rows. Not LanceDB's fold-in
+    # (``optimize``): after it a one-partition query returned every row of the table (732 of 732
+    # here), so every query scanned them all, whatever its probes
     monkeypatch.setattr(vectors_mod, "ANN_FLAT_ROWS", 20)
     report = VectorReport(vi.key)
     vi._maintain_ann(store, report)
-    assert report.ann["built"] is False and report.ann["added"] == 30 and report.ann_flat_rows == 0
+    assert report.ann["built"] is True and report.ann["retrained_for"] == 30 and report.ann_flat_rows == 0
     fresh = vi._table()
     assert fresh.index_stats(vi._ann_index(fresh).name).num_unindexed_rows == 0
+    assert 0 < _one_partition_rows(vi, _vecs[0]) < (rows + 30) / 3  # still narrowed to its partition
 
 
 def test_the_ann_path_returns_what_exact_search_returns(table, monkeypatch) -> None:  # noqa: ANN001

@@ -118,17 +118,15 @@ ANN_MIN_PROBES = 8
 ANN_REFINE = 1
 ANN_ROWS_PER_NOTE = 3  # rows fetched per note wanted (a long note's chunks compete with its note vector)
 ANN_IN_MAX = 20_000  # a scope of more notes than this is not sent as a path list: rows are over-fetched
-ANN_RETRAIN_SHARE = 0.2  # retrain the partitions once this share of rows came after the last training
 # Each committed group of a sync is a data file of its own (~512 rows): a cold 30k-note build left
 # 181. The ANN path's refine reads limit × ANN_REFINE full vectors by row id, one read per file it
 # touches, so a fragmented table made a warm query's vector channel ~2.5× slower (37 → 15-25 ms at
-# 30k). Past this many files the sync compacts the table (``optimize``: the ANN index is kept).
+# 30k). Past this many files the sync compacts the table (``optimize``) and trains the index again.
 ANN_MAX_FRAGMENTS = 16
 # New rows stay outside the ANN index (LanceDB scans them flat beside it, exactly) until there are
-# more than this, or more than ANN_MAX_FRAGMENTS files. Folding them in (``optimize``) rewrote the
-# main data file and remapped the index: ~6 s per watcher edit at 100k notes, and the query stayed
-# slower after (17.3 -> 20.5 ms at 306/407 probes, 8.7 -> 16.3 at 41, the same queries alternating),
-# where 58 rows in 16 small files cost +1.7 / +0.6 ms and 2,058 rows +3.4 / +1.5 (README, Scale).
+# more than this, or more than ANN_MAX_FRAGMENTS files; then the index is trained again over all of
+# them (``_maintain_ann``). Doing that on every sync cost ~6 s per watcher edit at 100k notes, where
+# 58 rows in 16 small files cost a query +1.7 / +0.6 ms and 2,058 rows +3.4 / +1.5 (README, Scale).
 ANN_FLAT_ROWS = 2000
 # Every write is a new LanceDB version, and a version keeps the files it needs; nothing removes
 # them unless asked (``optimize`` keeps 7 days of versions). At 100k notes the table grew 1,881 →
@@ -542,10 +540,16 @@ class VectorIndex:
         return None
 
     def _maintain_ann(self, store: Store, report: VectorReport) -> None:
-        """Build the ANN index once the table reaches ``ann_from`` rows; afterwards fold new rows in
-        (``optimize``: they join the trained partitions) once more than ``ANN_FLAT_ROWS`` are new
-        or the files are too many, and retrain once many rows are new. Rows not
-        yet in the index are still searched (LanceDB scans them flat), so no answer is ever missing."""
+        """Build the ANN index once the table reaches ``ann_from`` rows; afterwards, once more than
+        ``ANN_FLAT_ROWS`` rows are new or the files are too many, merge the files and train the
+        index again. Rows not yet in the index are still searched (LanceDB scans them flat), so no
+        answer is ever missing.
+
+        Never LanceDB's own fold-in (``optimize`` on an indexed table) without a retrain after it:
+        the folded index no longer narrows the search to the probed partitions (a one-partition
+        query returns every row of the table, tests/test_vectors_ann.py), so every query scanned
+        all of them: at 100k notes 41 of 407 probes cost what 407 do (26-27 ms against 10-11 ms
+        freshly trained; README, Scale). Training again is cheap beside it (~12 s at 417k rows)."""
         table = self._table()
         if table is None:
             return
@@ -554,27 +558,23 @@ class VectorIndex:
         if rows < max(self.ann_from, 1) and index is None:
             return
         t0 = time.monotonic()
-        fragments = _fragments(table)  # one manifest read for the three decisions below
-        if index is None:
-            if fragments > ANN_MAX_FRAGMENTS:  # compact first: the index is built on the merged files
-                table.optimize()
-            self.build_ann(table, rows)
-            report.ann = {"built": True, "rows": rows}
-        else:
+        fragments = _fragments(table)  # one manifest read for the decisions below
+        unindexed = 0
+        if index is not None:
             stats = table.index_stats(index.name)
             unindexed = int(getattr(stats, "num_unindexed_rows", 0) or 0)
-            if unindexed > ANN_RETRAIN_SHARE * rows:
-                self.build_ann(table, rows)
-                report.ann = {"built": True, "rows": rows, "retrained_for": unindexed}
-                if fragments > ANN_MAX_FRAGMENTS:
-                    table.optimize()
-            elif unindexed > ANN_FLAT_ROWS or fragments > ANN_MAX_FRAGMENTS:
-                table.optimize()  # new rows join the trained partitions; small data files are merged
-                report.ann = {"built": False, "rows": rows, "added": unindexed}
-                if fragments > ANN_MAX_FRAGMENTS:
-                    report.ann["compacted_fragments"] = fragments
-            elif unindexed:  # a few new rows: searched flat beside the index until there are more
-                report.ann_flat_rows = unindexed
+            if unindexed <= ANN_FLAT_ROWS and fragments <= ANN_MAX_FRAGMENTS:
+                if unindexed:  # a few new rows: searched flat beside the index until there are more
+                    report.ann_flat_rows = unindexed
+                return
+        if fragments > ANN_MAX_FRAGMENTS:  # merge first: the index is trained on the merged files
+            table.optimize()
+        self.build_ann(table, rows)
+        report.ann = {"built": True, "rows": rows}
+        if index is not None:
+            report.ann["retrained_for"] = unindexed
+        if fragments > ANN_MAX_FRAGMENTS:
+            report.ann["compacted_fragments"] = fragments
         if report.ann is not None:
             report.ann["seconds"] = round(time.monotonic() - t0, 2)
             self._bump(store)  # searchers look at the table's shape again
