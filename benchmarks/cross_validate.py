@@ -316,6 +316,21 @@ def slot_grid() -> list[tuple[str, FusionParams]]:
     return out
 
 
+def trust_grid() -> list[tuple[str, FusionParams]]:
+    """How far to trust the vector channel now that it is the better single ranker on the natural
+    questions: its RRF weight, its share of calibration, and a guaranteed place for its second
+    note (``FusionParams.vector_second_slot``); ``plain`` is the shipped default."""
+    out: list[tuple[str, FusionParams]] = []
+    base = DEFAULT_PARAMS
+    for vw, cal, second in itertools.product((0.5, 0.75, 1.0), (0.4, 0.5), (0, 4, 5)):
+        parts = ([f"vec={vw}"] if vw != base.weights["vectors"] else []) + (
+            [f"cal={cal}"] if cal != base.calibration["vectors"] else []) + ([f"second_slot={second}"] if second else [])
+        out.append((" ".join(parts) or "plain", replace(base, weights={**base.weights, "vectors": vw},
+                                                        calibration={"bm25": round(1 - cal, 2), "vectors": cal},
+                                                        vector_second_slot=second)))
+    return out
+
+
 def trigram_grid() -> list[tuple[str, FusionParams]]:
     """The trigram channel voting for every note it matched (``plain``, the earlier behaviour) or only
     for notes the word channel did not rank (``fusion.recall_only``)."""
@@ -426,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default="scifact,jsquad-ja,locomo,nq")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--limit", type=int, help="only the first N queries of each set (exploring)")
-    parser.add_argument("--grid", choices=["lean", "small", "full", "evidence", "recall", "trigram", "chunks", "hubness", "slot"], default="small",
+    parser.add_argument("--grid", choices=["lean", "small", "full", "evidence", "recall", "trigram", "chunks", "hubness", "slot", "trust"], default="small",
                         help="evidence: around the default, the cross-script and short-query factors; "
                         "recall: channel heads admitted to calibration, informative-term coverage; "
                         "trigram: whether the trigram channel votes only for notes the word channel lacks; "
@@ -464,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
         scores, extra["vector_mode_in_sample"] = vector_variant_scores(
             corpora, args.refresh, args.mode, hubness, "WEIGHT", "hubness", HUBNESS, CALIBRATIONS)
     else:
-        settings = {"evidence": evidence_grid, "recall": recall_grid, "trigram": trigram_grid, "slot": slot_grid}.get(
+        settings = {"evidence": evidence_grid, "recall": recall_grid, "trigram": trigram_grid, "slot": slot_grid,
+                    "trust": trust_grid}.get(
             args.grid, lambda: grid(args.grid))()
         print(f"{len(queries)} queries, {len(settings)} settings", file=sys.stderr)
         for n, (name, params) in enumerate(settings):

@@ -131,6 +131,23 @@ def test_the_vector_channels_clear_winner_keeps_a_place_in_the_head() -> None:
     assert 100 not in no_vectors.order
 
 
+def test_the_vector_channels_second_note_can_be_given_a_place_too() -> None:
+    """``vector_second_slot`` (tried by cross-validation, off by default): the vector channel's
+    second note is lifted the same way, after the first, and only when it sits below its place."""
+    from dataclasses import replace
+
+    channels, raw = _paraphrase_channels()
+    channels["vectors"] = raw["vectors"] = [(100, 0.90), (101, 0.89)] + [(i, 0.85 - 0.002 * i) for i in range(1, 41)]
+    evidence = fusion.Evidence(coverage=1.0, separation=fusion.separation([s for _, s in raw["vectors"]]))
+    assert fusion.DEFAULT_PARAMS.vector_second_slot == 0
+    first_only = fusion.fuse(channels, raw, evidence)
+    assert first_only.order.index(100) == 1 and first_only.order.index(101) >= 5
+    both = fusion.fuse(channels, raw, evidence, replace(fusion.DEFAULT_PARAMS, vector_second_slot=4))
+    assert both.order.index(100) == 1 and both.order.index(101) == 3
+    assert [i for i in both.order if i != 101] == [i for i in first_only.order if i != 101]
+    assert sorted(both.scores.values(), reverse=True) == [both.scores[i] for i in both.order]
+
+
 def test_promote_best_moves_only_a_note_below_its_slot() -> None:
     scores = {1: 0.5, 2: 0.4, 3: 0.3, 4: 0.2}
     assert fusion.promote_best([1, 2, 3, 4], 2, 2, dict(scores)) == [1, 2, 3, 4]  # already there

@@ -168,6 +168,8 @@ class FusionParams:
     # chose the separation condition (within the tolerance of no condition).
     vector_slot: int = 2
     vector_slot_separation: float = 0.0
+    # The vector channel's second note takes at least this place (0: off), on the same condition.
+    vector_second_slot: int = 0
 
     def reads_informative(self) -> bool:
         """Whether fusion with these params reads ``Evidence.informative`` (search measures it only then)."""
@@ -361,4 +363,6 @@ def fuse(channels: Mapping[str, Sequence[tuple[int, float]]], raw: Mapping[str, 
         if (params.vector_slot > 0 and vectors and weights.get("vectors", 0.0) > 0
                 and (evidence.separation or 0.0) >= params.vector_slot_separation):
             ordered = promote_best(ordered, vectors[0][0], params.vector_slot, scores)
+            if params.vector_second_slot > 0 and len(vectors) > 1:
+                ordered = promote_best(ordered, vectors[1][0], params.vector_second_slot, scores)
     return Fused(ordered, scores, calibration, weights, low, calibrate_ms)
