@@ -127,6 +127,18 @@ def test_a_sync_builds_the_index_at_the_threshold_then_trains_it_again_over_new_
     fresh = vi._table()
     assert fresh.index_stats(vi._ann_index(fresh).name).num_unindexed_rows == 0
     assert 0 < _one_partition_rows(vi, _vecs[0]) < (rows + 30) / 3  # still narrowed to its partition
+    # an index without this version's mark (perhaps folded by an earlier one) is trained once more
+    report = VectorReport(vi.key)
+    vi._maintain_ann(store, report)
+    assert report.ann is None  # marked, nothing new: left alone
+    store.conn.execute("DELETE FROM meta WHERE key = ?", (f"ann_trained:{vi.name}",))
+    store.conn.commit()
+    report = VectorReport(vi.key)
+    vi._maintain_ann(store, report)
+    assert report.ann["built"] is True and report.ann["unmarked"] is True
+    report = VectorReport(vi.key)
+    vi._maintain_ann(store, report)
+    assert report.ann is None
 
 
 def test_the_ann_path_returns_what_exact_search_returns(table, monkeypatch) -> None:  # noqa: ANN001
@@ -141,9 +153,14 @@ def test_the_ann_path_returns_what_exact_search_returns(table, monkeypatch) -> N
         assert [h[0] for h in ann] == [h[0] for h in exact]
         assert np.allclose([h[1] for h in ann], [h[1] for h in exact], atol=1e-4)  # refined: exact scores
         assert [(h[2].start, h[2].heading) for h in ann] == [(h[2].start, h[2].heading) for h in exact]
-        vi.ann_probes = None  # the default share of partitions still finds the nearest notes
-        _, ann = _both(vi, store, q)
-        assert len({h[0] for h in ann[:10]} & {h[0] for h in exact[:10]}) >= 8
+    # the default share of partitions finds a stored passage's own note first. (The fixture's
+    # vectors are mostly noise, so beyond the first their neighbours are arbitrary and a partial
+    # probe misses some: this passed only while LanceDB's fold-in left the index probing them all.)
+    vi.ann_probes = None
+    for i in rng.choice(len(vecs), 8):
+        near = _unit(vecs[i] + 0.01 * rng.normal(size=DIM))
+        exact, ann = _both(vi, store, near)
+        assert ann[0][0] == exact[0][0] and abs(ann[0][1] - exact[0][1]) < 1e-4
 
 
 def test_a_chunk_offset_scores_the_same_on_both_paths(table, monkeypatch) -> None:  # noqa: ANN001
@@ -153,13 +170,17 @@ def test_a_chunk_offset_scores_the_same_on_both_paths(table, monkeypatch) -> Non
     monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 64)
     if vi._ann_index(vi._table()) is None:
         vi.build_ann()
-    vi.ann_probes = vi._table().count_rows() // 64
+    vi.ann_probes = 10**6  # every partition
     q = _unit(vecs[rng.choice(len(vecs), 1)][0] + 0.2 * rng.normal(size=DIM))
     plain, _ = _both(vi, store, q)
     for offset in (0.05, -0.05):
         exact, ann = _both(vi, store, q, chunk_offset=offset)
-        assert [h[0] for h in ann] == [h[0] for h in exact]
-        assert np.allclose([h[1] for h in ann], [h[1] for h in exact], atol=1e-4)
+        # the 8-bit codes choose which rows are refined, so the far tail of a 20-note answer may
+        # differ; every note both return is scored the same, and the head is the same
+        assert [h[0] for h in ann[:10]] == [h[0] for h in exact[:10]]
+        by_note = {h[0]: h[1] for h in exact}
+        assert np.allclose([h[1] for h in ann if h[0] in by_note], [by_note[h[0]] for h in ann if h[0] in by_note], atol=1e-4)
+        assert len(by_note.keys() & {h[0] for h in ann}) >= 18
         assert [h[1] for h in exact] != [h[1] for h in plain]  # the offset did move scores
 
 
@@ -168,7 +189,7 @@ def test_filters_are_part_of_the_vector_query(table, monkeypatch) -> None:  # no
     monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 64)
     if vi._ann_index(vi._table()) is None:
         vi.build_ann()
-    vi.ann_probes = vi._table().count_rows() // 64
+    vi.ann_probes = 10**6  # every partition
     q = vecs[0]
     exact, ann = _both(vi, store, q, Filters(path_prefix="a/"), limit=30)
     assert len(ann) == 30 and all(h[2].path.startswith("a/") for h in ann)
@@ -276,7 +297,7 @@ def test_the_many_chunks_penalty_scores_the_same_on_both_paths(table, monkeypatc
     monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 64)
     if vi._ann_index(vi._table()) is None:
         vi.build_ann()
-    vi.ann_probes = vi._table().count_rows() // 64
+    vi.ann_probes = 10**6  # every partition
     chunked = [r[0] for r in store.conn.execute("SELECT path FROM notes ORDER BY path")][::5]  # 2 chunks each
     qs = _unit(vecs[rng.choice(len(vecs), 4)] + 0.2 * rng.normal(size=(4, DIM)))
     plain = [_both(vi, store, q)[0] for q in qs]
@@ -311,7 +332,7 @@ def test_the_hubness_correction_scores_the_same_on_both_paths(table, monkeypatch
     monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 64)
     if vi._ann_index(vi._table()) is None:
         vi.build_ann()
-    vi.ann_probes = vi._table().count_rows() // 64
+    vi.ann_probes = 10**6  # every partition
     paths = [r[0] for r in store.conn.execute("SELECT path FROM notes ORDER BY path")]
     values = {p: float(v) for p, v in zip(paths[1:], rng.normal(scale=0.02, size=len(paths) - 1), strict=True)}
     qs = _unit(vecs[rng.choice(len(vecs), 4)] + 0.2 * rng.normal(size=(4, DIM)))

@@ -128,6 +128,10 @@ ANN_MAX_FRAGMENTS = 16
 # them (``_maintain_ann``). Doing that on every sync cost ~6 s per watcher edit at 100k notes, where
 # 58 rows in 16 small files cost a query +1.7 / +0.6 ms and 2,058 rows +3.4 / +1.5 (README, Scale).
 ANN_FLAT_ROWS = 2000
+# An index trained by this code says so in the index's meta table (``ann_trained:<table>``). One
+# without the mark may have been folded by an earlier version (``optimize``), which left it scanning
+# every partition: the next sync trains it again, once.
+ANN_TRAINED = "2"
 # Every write is a new LanceDB version, and a version keeps the files it needs; nothing removes
 # them unless asked (``optimize`` keeps 7 days of versions). At 100k notes the table grew 1,881 →
 # 2,481 MB over ~10 watcher edits. So a sync that has written this many versions since the last
@@ -563,16 +567,21 @@ class VectorIndex:
         if index is not None:
             stats = table.index_stats(index.name)
             unindexed = int(getattr(stats, "num_unindexed_rows", 0) or 0)
-            if unindexed <= ANN_FLAT_ROWS and fragments <= ANN_MAX_FRAGMENTS:
+            trained = store.get_meta(f"ann_trained:{self.name}") == ANN_TRAINED
+            if trained and unindexed <= ANN_FLAT_ROWS and fragments <= ANN_MAX_FRAGMENTS:
                 if unindexed:  # a few new rows: searched flat beside the index until there are more
                     report.ann_flat_rows = unindexed
                 return
         if fragments > ANN_MAX_FRAGMENTS:  # merge first: the index is trained on the merged files
             table.optimize()
         self.build_ann(table, rows)
+        with store.transaction() as conn:
+            store.set_meta(conn, f"ann_trained:{self.name}", ANN_TRAINED)
         report.ann = {"built": True, "rows": rows}
         if index is not None:
             report.ann["retrained_for"] = unindexed
+            if not trained:
+                report.ann["unmarked"] = True  # trained by an earlier version: perhaps folded
         if fragments > ANN_MAX_FRAGMENTS:
             report.ann["compacted_fragments"] = fragments
         if report.ann is not None:
