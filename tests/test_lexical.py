@@ -630,3 +630,29 @@ def test_snippets_show_what_a_reader_reads(make_vault) -> None:
     # a field line holding the term is passed over for the sentence, a heading too
     fields = "# Note Sync\n\nPlugin ID: note-sync\nDeveloped by: zig\n\nSync notes between vaults.\n"
     assert fields[readable_term_at(fields, ["sync"], first_term_at(fields, ["sync"])):].startswith("Sync notes")
+
+
+def test_a_query_that_is_a_notes_name_finds_that_note_first(make_vault) -> None:
+    """Obsidian's quick switcher opens the note you name: a query that is a note's title or alias
+    (case, width and a trailing '?' aside) pins it, even when other notes say the word more often.
+    A name several notes share (``Untitled``) names none of them."""
+    crowd = " ".join(["外観"] * 12)
+    files = {
+        "UI/外観.md": "# 外観\n\nテーマとカラースキームを選びます。\n",
+        "UI/外観と設定.md": f"# 外観と設定\n\n{crowd} 外観の設定、外観のテーマ、外観のフォント。\n",
+        "Publish/SEO.md": "# SEO\n\nSearch engines read the site's description.\n",
+        "Publish/Site options.md": "# Site options and SEO\n\n" + "SEO settings, SEO titles, SEO images. " * 8,
+        "Tools/Quick switcher.md": "---\naliases: [Jump]\n---\n# Quick switcher\n\nOpen any file by name.\n",
+        "Tools/Jump lists.md": "# Jump lists\n\n" + "jump to a heading, jump back, jump forward. " * 8,
+        **{f"Inbox {n}/Untitled.md": f"untitled draft {n}\n" for n in range(4)},
+    }
+    _, store = make_vault(files)
+    for query, want in (("外観", "UI/外観.md"), ("seo?", "Publish/SEO.md"), ("ＳＥＯ", "Publish/SEO.md"),
+                        ("jump", "Tools/Quick switcher.md")):
+        for mode in ("lexical", "hybrid"):
+            hits = search(store, query, mode=mode).hits
+            assert hits[0].path == want and hits[0].exact, (query, mode, [h.path for h in hits])
+            assert not any(h.exact for h in hits[1:]), (query, mode)
+    hits = search(store, "Untitled", mode="lexical").hits
+    assert len(hits) >= 4 and not any(h.exact for h in hits)
+    assert lexical.as_name("  What   is a MOC？ ") == "what is a moc"

@@ -474,6 +474,39 @@ def exact_matches(conn: sqlite3.Connection, identifiers: Sequence[str], filters:
     return (named + [i for i in found if i not in set(named)])[:limit]
 
 
+# A name that this many notes or more share (``Untitled``, ``README`` in every folder) names none of them.
+TITLE_NAMES_AT_MOST = 3
+_NAME_END = re.compile(r"[\s?？!！。.、,]+$")
+
+
+def as_name(text: str) -> str:
+    """``text`` as a note's name compares: NFKC, case folded, spaces collapsed, end punctuation off."""
+    return _NAME_END.sub("", " ".join(normalize(text).casefold().split()))
+
+
+def named_by_title(conn: sqlite3.Connection, query: str, candidates: Sequence[int]) -> list[int]:
+    """Of ``candidates`` (the word channels' notes), those whose title or an alias *is* the query,
+    as Obsidian's quick switcher would match a typed name: ``外観`` names the note 外観, ``SEO`` the
+    note SEO. Not when more than ``TITLE_NAMES_AT_MOST`` notes share that name."""
+    name = as_name(query)
+    if not name or not candidates or len(name) > 200:
+        return []
+    rows = conn.execute("SELECT id, title, aliases FROM notes WHERE id IN (SELECT value FROM json_each(?))",
+                        (json.dumps(list(candidates)),)).fetchall()
+    named = []
+    for note_id, title, aliases in rows:
+        try:
+            others = [a for a in json.loads(aliases or "[]") if isinstance(a, str)]
+        except ValueError:
+            others = []
+        if any(as_name(n) == name for n in [title, *others]):
+            named.append(int(note_id))
+    if len(named) > TITLE_NAMES_AT_MOST:
+        return []
+    order = {nid: pos for pos, nid in enumerate(candidates)}
+    return sorted(named, key=lambda i: order.get(i, len(order)))
+
+
 def _named_by_path(conn: sqlite3.Connection, identifiers: Sequence[str], filters: Filters) -> list[int]:
     """Notes a path-shaped identifier names (``runbooks/db-failover.md``, with or without ``.md``):
     the note at that path is the exact match, before the notes that merely mention it."""

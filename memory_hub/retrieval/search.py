@@ -6,7 +6,8 @@ nearly every note, ``lexical.ubiquitous_terms``; pseudo-relevance feedback: the 
 the distinctive words of the vector channel's best notes, BM25, ``feedback_channel``) → fuse with RRF (k=60) → calibrate the head of
 that order by the channels' raw scores (``calibrate.py``) → graph expansion (1–2 hop wikilink
 neighbours of the top hits join with a decayed score) → rerank (blended by position) → top k. Notes that contain every
-exact identifier of the query (``ERR_042``, ``partner-api``) are pinned on top after every stage.
+exact identifier of the query (``ERR_042``, ``partner-api``) are pinned on top after every stage, and
+so are the notes the query names: its title or an alias is the whole query (``外観``, ``SEO``).
 
 Modes pick the stages: ``lexical``, ``vector``, ``hybrid``, ``hybrid+graph``, ``hybrid+rerank``,
 ``hybrid+graph+rerank``. When a vault has no vectors yet, vector channels are skipped with a
@@ -66,7 +67,7 @@ class Hit:
     score: float
     snippet: str = ""
     tags: list[str] = field(default_factory=list)
-    exact: bool = False  # contains every exact identifier in the query
+    exact: bool = False  # pinned: named by the query (title or alias) or contains its every exact identifier
     channels: dict[str, dict[str, float]] = field(default_factory=dict)
     graph: dict[str, Any] | None = None
     rerank: dict[str, Any] | None = None
@@ -492,6 +493,10 @@ def gather(store: Store, query: str, filters: Filters, plan: Stages, vectors: Ve
         g.evidence.coverage, g.evidence.informative = lexical_evidence(store, terms, lexical_channels, wanted)
     pinned = pinned_identifiers(terms)
     g.exact = lexical.exact_matches(store.conn, pinned, filters) if pinned else []
+    if plan.lexical and not terms.empty:  # a note the query names (its title or an alias) is pinned too
+        candidates = list(dict.fromkeys(i for name in ("words", "trigram") for i, _ in g.channels.get(name) or ()))
+        named = lexical.named_by_title(store.conn, query, candidates)
+        g.exact = named + [i for i in g.exact if i not in set(named)]
     g.timings["lexical"] = (time.perf_counter() - t0) * 1000
     if plan.vectors:
         found = pending.result() if pending is not None else vector_channel(store, query, terms, filters, vectors)
