@@ -111,6 +111,7 @@ def test_a_sync_builds_the_index_at_the_threshold_then_trains_it_again_over_new_
     report = VectorReport(vi.key)
     vi._maintain_ann(store, report)
     assert report.ann is None and report.ann_flat_rows == 30 and report.as_dict()["ann_flat_rows"] == 30
+    assert "30 new rows searched flat beside the ANN index" in report.summary()
     fresh = vi._table()
     assert fresh.index_stats(vi._ann_index(fresh).name).num_unindexed_rows == 30
     probe = extra.column("vector")[0].values.to_numpy()
@@ -136,6 +137,7 @@ def test_a_sync_builds_the_index_at_the_threshold_then_trains_it_again_over_new_
     report = VectorReport(vi.key)
     vi._maintain_ann(store, report)
     assert report.ann["built"] is True and report.ann["unmarked"] is True
+    assert f"ANN index trained over {report.ann['rows']} rows (trained by an earlier version)" in report.summary()
     report = VectorReport(vi.key)
     vi._maintain_ann(store, report)
     assert report.ann is None

@@ -290,6 +290,12 @@ class VectorReport:
         elif self.hubness:
             text += (f"; hubness of {self.hubness['notes']} notes rebuilt against {self.hubness['probes']} "
                      f"title probes in {self.hubness['seconds']:.1f}s")
+        if self.ann:
+            why = (" (trained by an earlier version)" if self.ann.get("unmarked") else
+                   f" ({self.ann['retrained_for']} new rows)" if "retrained_for" in self.ann else "")
+            text += f"; ANN index trained over {self.ann['rows']} rows{why} in {self.ann.get('seconds', 0.0):.1f}s"
+        elif self.ann_flat_rows:
+            text += f"; {self.ann_flat_rows} new rows searched flat beside the ANN index"
         if self.others:
             n = len(self.others["tables"])
             what = f"{n} table{'s' if n > 1 else ''} of another embedder"
