@@ -493,14 +493,8 @@ def named_by_title(conn: sqlite3.Connection, query: str, candidates: Sequence[in
         return []
     rows = conn.execute("SELECT id, title, aliases FROM notes WHERE id IN (SELECT value FROM json_each(?))",
                         (json.dumps(list(candidates)),)).fetchall()
-    named = []
-    for note_id, title, aliases in rows:
-        try:
-            others = [a for a in json.loads(aliases or "[]") if isinstance(a, str)]
-        except ValueError:
-            others = []
-        if any(as_name(n) == name for n in [title, *others]):
-            named.append(int(note_id))
+    named = [int(note_id) for note_id, title, aliases in rows  # aliases: a JSON list of strings (sync)
+             if any(as_name(n) == name for n in [title, *json.loads(aliases)])]
     if len(named) > TITLE_NAMES_AT_MOST:
         return []
     order = {nid: pos for pos, nid in enumerate(candidates)}

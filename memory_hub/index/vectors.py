@@ -559,7 +559,8 @@ class VectorIndex:
         the folded index no longer narrows the search to the probed partitions (a one-partition
         query returns every row of the table, tests/test_vectors_ann.py), so every query scanned
         all of them: at 100k notes 41 of 407 probes cost what 407 do (26-27 ms against 10-11 ms
-        freshly trained; README, Scale). Training again is cheap beside it (~12 s at 417k rows)."""
+        freshly trained; README, Scale). Training again is not cheap at that size: 12 s on a copy
+        of the 417k-row table, 112 s on the table itself (not understood), on the syncing thread."""
         table = self._table()
         if table is None:
             return
@@ -569,30 +570,26 @@ class VectorIndex:
             return
         t0 = time.monotonic()
         fragments = _fragments(table)  # one manifest read for the decisions below
-        unindexed = 0
-        if index is not None:
-            stats = table.index_stats(index.name)
-            unindexed = int(getattr(stats, "num_unindexed_rows", 0) or 0)
-            trained = store.get_meta(f"ann_trained:{self.name}") == ANN_TRAINED
-            if trained and unindexed <= ANN_FLAT_ROWS and fragments <= ANN_MAX_FRAGMENTS:
-                if unindexed:  # a few new rows: searched flat beside the index until there are more
-                    report.ann_flat_rows = unindexed
-                return
-        if fragments > ANN_MAX_FRAGMENTS:  # merge first: the index is trained on the merged files
-            table.optimize()
-        self.build_ann(table, rows)
-        with store.transaction() as conn:
-            store.set_meta(conn, f"ann_trained:{self.name}", ANN_TRAINED)
         report.ann = {"built": True, "rows": rows}
         if index is not None:
+            unindexed = int(getattr(table.index_stats(index.name), "num_unindexed_rows", 0) or 0)
+            trained = store.get_meta(f"ann_trained:{self.name}") == ANN_TRAINED
+            if trained and unindexed <= ANN_FLAT_ROWS and fragments <= ANN_MAX_FRAGMENTS:
+                report.ann = None
+                report.ann_flat_rows = unindexed  # a few new rows: searched flat beside the index
+                self._shape = None
+                return
             report.ann["retrained_for"] = unindexed
             if not trained:
                 report.ann["unmarked"] = True  # trained by an earlier version: perhaps folded
-        if fragments > ANN_MAX_FRAGMENTS:
+        if fragments > ANN_MAX_FRAGMENTS:  # merge first: the index is trained on the merged files
+            table.optimize()
             report.ann["compacted_fragments"] = fragments
-        if report.ann is not None:
-            report.ann["seconds"] = round(time.monotonic() - t0, 2)
-            self._bump(store)  # searchers look at the table's shape again
+        self.build_ann(table, rows)
+        with store.transaction() as conn:
+            store.set_meta(conn, f"ann_trained:{self.name}", ANN_TRAINED)
+        report.ann["seconds"] = round(time.monotonic() - t0, 2)
+        self._bump(store)  # searchers look at the table's shape again
         self._shape = None
 
     def _maintain_hubness(self, store: Store, report: VectorReport) -> None:
