@@ -33,6 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+def ann_ids(table: Any, vector: Any, probes: int, limit: int) -> list[str]:
+    """The row ids of one ANN query as the product sends it (cosine, its refine factor)."""
+    from memory_hub.index import vectors as V
+
+    return (table.search(vector, vector_column_name="vector").distance_type("cosine").nprobes(probes)
+            .refine_factor(V.ANN_REFINE).select(["id"]).limit(limit).to_arrow().column("id").to_pylist())
+
+
 def questions(data: Path, per_set: int = 0) -> list[str]:
     """The peers' hub queries and the natural questions' text (cases' answers are not read), and
     with ``per_set`` the first that many queries of SciFact and JSQuAD (the generated scale vaults'
@@ -95,14 +103,10 @@ def main() -> int:
         vi.ann_probes = probes
         recall_rows, recall_channel, recall_notes, wall, cpu = [], [], [], [], []
         for v, want_rows, want_notes in zip(qv, exact_rows, exact_notes, strict=True):
-            got = (table.search(v, vector_column_name="vector").distance_type("cosine").nprobes(min(probes, parts))
-                   .refine_factor(V.ANN_REFINE).select(["id"]).limit(100).to_arrow().column("id").to_pylist())
-            recall_rows.append(len({ids[i] for i in want_rows} & set(got)) / 100)
+            want = {ids[i] for i in want_rows}
+            recall_rows.append(len(want & set(ann_ids(table, v, min(probes, parts), 100))) / 100)
             # the vector channel asks for ANN_ROWS_PER_NOTE rows per note wanted: 300 for 100 notes
-            wide = (table.search(v, vector_column_name="vector").distance_type("cosine").nprobes(min(probes, parts))
-                    .refine_factor(V.ANN_REFINE).select(["id"]).limit(100 * V.ANN_ROWS_PER_NOTE).to_arrow()
-                    .column("id").to_pylist())
-            recall_channel.append(len({ids[i] for i in want_rows} & set(wide[:100])) / 100)
+            recall_channel.append(len(want & set(ann_ids(table, v, min(probes, parts), 100 * V.ANN_ROWS_PER_NOTE)[:100])) / 100)
             t0, c0 = time.perf_counter(), time.process_time()
             notes = [h[2].path for h in vi.search_notes(store, v, None, 20)]
             wall.append(time.perf_counter() - t0)
