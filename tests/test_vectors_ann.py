@@ -38,9 +38,12 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def table(tmp_path_factory: pytest.TempPathFactory, ):  # noqa: ANN201
+    return _make_table(tmp_path_factory.mktemp("ann") / "vault")
+
+
+def _make_table(root):  # noqa: ANN001, ANN202
     import pyarrow as pa
 
-    root = tmp_path_factory.mktemp("ann") / "vault"
     files = {}
     for n in range(NOTES):
         folder = "a" if n % 2 else "b"
@@ -132,12 +135,17 @@ def test_a_sync_builds_the_index_at_the_threshold_then_trains_it_again_over_new_
     report = VectorReport(vi.key)
     vi._maintain_ann(store, report)
     assert report.ann is None  # marked, nothing new: left alone
-    store.conn.execute("DELETE FROM meta WHERE key = ?", (f"ann_trained:{vi.name}",))
+    # the mark lives beside the table, not in the SQLite index: a rebuilt index does not retrain it
+    store.conn.execute("DELETE FROM meta WHERE key LIKE 'ann%'")
     store.conn.commit()
     report = VectorReport(vi.key)
     vi._maintain_ann(store, report)
+    assert report.ann is None
+    vi._ann_mark_file().unlink()
+    report = VectorReport(vi.key)
+    vi._maintain_ann(store, report)
     assert report.ann["built"] is True and report.ann["unmarked"] is True
-    assert f"ANN index trained over {report.ann['rows']} rows (trained by an earlier version)" in report.summary()
+    assert f"ANN index trained over {report.ann['rows']} rows (not trained by this version)" in report.summary()
     report = VectorReport(vi.key)
     vi._maintain_ann(store, report)
     assert report.ann is None
@@ -358,3 +366,83 @@ def test_the_hubness_correction_scores_the_same_on_both_paths(table, monkeypatch
     finally:
         path.unlink()
         vi._hub = vi._hub_notes = None
+
+
+def _narrow_share(vi: VectorIndex, vecs: np.ndarray) -> float:
+    """The largest share of the table that a one-partition query reads, over a few probes."""
+    rows = vi._table().count_rows()
+    return max(_one_partition_rows(vi, vecs[i]) for i in (0, 7, 100)) / rows
+
+
+def _edit_rows(vi: VectorIndex, paths: list[str]) -> None:
+    """What a sync does for edited notes: their rows deleted, written again (a new data file)."""
+    table = vi._table()
+    where = f"path IN ({','.join(repr(p) for p in paths)})"
+    again = table.search().where(where).select(vi._schema().names).limit(None).to_arrow()
+    table.delete(where)
+    table.add(again.select(vi._schema().names).cast(vi._schema()))
+
+
+def test_the_version_prune_leaves_an_indexed_table_to_the_ann_upkeep(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """LanceDB's ``optimize`` on an indexed table remaps the index over the files it rewrote, and
+    the remapped index no longer narrows a query to its partitions (half the table for one probe
+    here). The prune ran it every 20 versions: it must not touch an indexed table, the upkeep
+    (which trains the index after it) prunes instead."""
+    root, store, vi, vecs, _rng = _make_table(tmp_path / "vault")
+    monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 64)
+    vi.ann_from = 0
+    report = VectorReport(vi.key)
+    vi._maintain_ann(store, report)
+    assert report.ann["built"] is True and _narrow_share(vi, vecs) < 1 / 3
+    paths = sorted({p for p in vi._table().search().select(["path"]).limit(None).to_arrow().column("path").to_pylist()})
+    _edit_rows(vi, paths[:3])
+    monkeypatch.setattr(vectors_mod, "PRUNE_EVERY_VERSIONS", 1)
+    report = VectorReport(vi.key)
+    report.notes_embedded = 3
+    vi._prune_versions(store, report)
+    assert _narrow_share(vi, vecs) < 1 / 3
+    assert report.pruned is None
+    # the upkeep clears the deleted rows before training (training over them took 12x as long)
+    # and prunes old versions
+    assert vectors_mod._table_stats(vi._table())["num_deleted_rows"] > 0
+    monkeypatch.setattr(vectors_mod, "ANN_FLAT_ROWS", 1)
+    report = VectorReport(vi.key)
+    vi._maintain_ann(store, report)
+    assert report.ann["retrained_for"] > 1 and report.ann["deleted_rows"] > 0
+    assert "deleted rows cleared first" in report.summary()
+    assert vectors_mod._table_stats(vi._table())["num_deleted_rows"] == 0
+    assert _narrow_share(vi, vecs) < 1 / 3
+    assert store.get_meta(f"vectors_pruned_at:{vi.name}") == str(vi._table().version)
+
+
+def test_a_deferred_ann_upkeep_is_reported_then_run_apart_and_keeps_the_sync_mark(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    from memory_hub.index.vector_stamp import META_CURRENT, holding_mark
+
+    root, store, vi, vecs, _rng = _make_table(tmp_path / "vault")
+    monkeypatch.setattr(vectors_mod, "ANN_ROWS_PER_PARTITION", 64)
+    vi.ann_from = 0
+    report = VectorReport(vi.key)
+    vi._maintain_ann(store, report, defer=True)
+    assert report.ann["built"] is True  # the first build is never deferred: search waits for it
+    paths = sorted(set(vi._table().search().select(["path"]).limit(None).to_arrow().column("path").to_pylist()))
+    _edit_rows(vi, paths[:40])
+    monkeypatch.setattr(vectors_mod, "ANN_FLAT_ROWS", 10)
+    report = VectorReport(vi.key)
+    vi._maintain_ann(store, report, defer=True)
+    assert report.ann is None and report.ann_due["retrained_for"] > 10 and report.ann_flat_rows > 10
+    assert "left to a background thread" in report.summary() and report.as_dict()["ann_due"] == report.ann_due
+    table = vi._table()
+    assert table.index_stats(vi._ann_index(table).name).num_unindexed_rows > 10  # not trained
+    stamp = store.get_meta(f"{vectors_mod.META_VERSION}:{vi.name}")
+    vi._mark_current(store, "notes-1")
+    assert holding_mark(store, vi.fingerprint, "notes-1") is not None
+    done = vi.maintain_ann(store)
+    assert done is not None and done["built"] is True and done["retrained_for"] > 10
+    table = vi._table()
+    assert table.index_stats(vi._ann_index(table).name).num_unindexed_rows == 0
+    # the upkeep changed the table's files, not its rows: the last sync's mark still holds, so the
+    # next sync compares only the notes it is told about; searchers were told to look again
+    assert holding_mark(store, vi.fingerprint, "notes-1") is not None
+    assert store.get_meta(f"{vectors_mod.META_VERSION}:{vi.name}") != stamp
+    assert vi.maintain_ann(store) is None  # nothing due any more
+    assert store.get_meta(META_CURRENT)

@@ -23,8 +23,9 @@ the next sync carries on. Freshness is checked against the SQLite index (``notes
 Search, below ``ANN_FROM`` rows, loads the vectors into one numpy matrix (≈1.5 KB a passage) and
 ranks by dot product: exact, and a few milliseconds for tens of thousands of passages. The matrix is
 reloaded when a sync bumps the version recorded in the SQLite meta table. From ``ANN_FROM`` rows on
-the table carries its own ANN index (IVF, built by the sync that crosses the size, extended by later
-syncs, retrained once a fifth of the rows are new) and search asks LanceDB for the nearest rows, with
+the table carries its own ANN index (IVF, built by the sync that crosses the size; new rows are
+searched flat beside it until there are ``ANN_FLAT_ROWS`` of them, then the files are merged and the
+index trained again: ``ANN upkeep`` below, which a server runs on a thread of its own) and search asks LanceDB for the nearest rows, with
 the scope filters inside that query (a prefilter) and an exact refine step; the serving process then
 holds no matrix. Both paths score a note the same way: its note-level vector or its best chunk, less
 ``hubness.WEIGHT`` times how near the note comes to every question (``hubness.py``: a file beside
@@ -128,10 +129,18 @@ ANN_MAX_FRAGMENTS = 16
 # them (``_maintain_ann``). Doing that on every sync cost ~6 s per watcher edit at 100k notes, where
 # 58 rows in 16 small files cost a query +1.7 / +0.6 ms and 2,058 rows +3.4 / +1.5 (README, Scale).
 ANN_FLAT_ROWS = 2000
-# An index trained by this code says so in the index's meta table (``ann_trained:<table>``). One
-# without the mark may have been folded by an earlier version (``optimize``), which left it scanning
-# every partition: the next sync trains it again, once.
-ANN_TRAINED = "2"
+# An index trained by this code says so in a file beside the table (``ann-<table>.json``: the
+# version of the upkeep and the index's uuid), so a rebuilt SQLite index does not retrain it. An
+# index without the mark, or with another uuid, may have been rewritten by something else: "2"
+# marked indexes that the version prune (``optimize``) could remap afterwards, which left them
+# scanning every partition too; the next sync trains such an index again, once.
+ANN_TRAINED = "3"
+# Training an IVF index over a table whose files carry deleted rows (every edited note leaves some)
+# took 12x as long: 32 s against 2.7 s over 150k synthetic rows (LanceDB 0.41), likely the 112 s
+# measured on the real 100k table. So the upkeep first rewrites the files that hold deleted rows
+# (``materialize_deletions_threshold`` 0), into files of at most this many rows: a later upkeep
+# rewrites the files an edit touched and merges the small ones, not the whole table.
+ANN_FILE_ROWS = 131_072
 # Every write is a new LanceDB version, and a version keeps the files it needs; nothing removes
 # them unless asked (``optimize`` keeps 7 days of versions). At 100k notes the table grew 1,881 →
 # 2,481 MB over ~10 watcher edits. So a sync that has written this many versions since the last
@@ -230,6 +239,23 @@ class VectorSyncError(RuntimeError):
     """Something was due and nothing could be embedded: the index would silently go stale."""
 
 
+def _ann_why(ann: dict[str, Any]) -> str:
+    """Why the ANN index was (or is to be) trained, in words."""
+    if ann.get("unmarked"):
+        return "not trained by this version"
+    if ann.get("retrained_for"):
+        return f"{ann['retrained_for']} new rows"
+    if ann.get("compacted_fragments"):
+        return f"{ann['compacted_fragments']} data files"
+    return "the table reached the ANN size"
+
+
+def ann_summary(ann: dict[str, Any]) -> str:
+    """One line for what an ANN upkeep did (``VectorReport.ann``, ``maintain_ann``)."""
+    return (f"ANN index trained over {ann['rows']} rows ({_ann_why(ann)}) in {ann.get('seconds', 0.0):.1f}s"
+            + (f", {ann['deleted_rows']} deleted rows cleared first" if ann.get("deleted_rows") else ""))
+
+
 @dataclass
 class VectorReport:
     """What a vector sync did."""
@@ -249,6 +275,9 @@ class VectorReport:
     migrated: dict[str, Any] | None = None
     ann: dict[str, Any] | None = None  # what this sync did to the ANN index (built, retrained, rows added)
     ann_flat_rows: int = 0  # rows outside the ANN index after this sync, searched flat (ANN_FLAT_ROWS)
+    # why the ANN index is due to be trained again, when the sync left that to its caller
+    # (``sync(defer_ann=True)``: a server's own thread runs ``maintain_ann``)
+    ann_due: dict[str, Any] | None = None
     pruned: dict[str, Any] | None = None  # old table versions this sync removed (``_prune_versions``)
     hubness: dict[str, Any] | None = None  # the hubness values this sync rebuilt, or why it could not
     # other embedders' tables found beside this one: kept until this embedder's vectors cover every
@@ -272,7 +301,8 @@ class VectorReport:
             "failed": [{"path": p, "error": e} for p, e in self.failed], "seconds": round(self.seconds, 2),
             "interrupted": self.interrupted, **({"migrated": self.migrated} if self.migrated else {}),
             **({"ann": self.ann} if self.ann else {}),
-            **({"ann_flat_rows": self.ann_flat_rows} if self.ann_flat_rows else {}), **({"pruned": self.pruned} if self.pruned else {}),
+            **({"ann_flat_rows": self.ann_flat_rows} if self.ann_flat_rows else {}),
+            **({"ann_due": self.ann_due} if self.ann_due else {}), **({"pruned": self.pruned} if self.pruned else {}),
             **({"hubness": self.hubness} if self.hubness else {}),
             **({"other_embedders": self.others} if self.others else {}),
         }
@@ -291,11 +321,11 @@ class VectorReport:
             text += (f"; hubness of {self.hubness['notes']} notes rebuilt against {self.hubness['probes']} "
                      f"title probes in {self.hubness['seconds']:.1f}s")
         if self.ann:
-            why = (" (trained by an earlier version)" if self.ann.get("unmarked") else
-                   f" ({self.ann['retrained_for']} new rows)" if "retrained_for" in self.ann else "")
-            text += f"; ANN index trained over {self.ann['rows']} rows{why} in {self.ann.get('seconds', 0.0):.1f}s"
+            text += "; " + ann_summary(self.ann)
         elif self.ann_flat_rows:
             text += f"; {self.ann_flat_rows} new rows searched flat beside the ANN index"
+        if self.ann_due:
+            text += f"; ANN index due to be trained again ({_ann_why(self.ann_due)}): left to a background thread"
         if self.others:
             n = len(self.others["tables"])
             what = f"{n} table{'s' if n > 1 else ''} of another embedder"
@@ -507,8 +537,13 @@ class VectorIndex:
         return note_passages(row["title"], row["body"] or "", self.embedder.count_tokens, self.embedder.max_tokens,
                              description=row["description"] or "")
 
-    def sync(self, store: Store, progress: bool | None = None, changes: Any = None) -> VectorReport:
+    def sync(self, store: Store, progress: bool | None = None, changes: Any = None,
+             defer_ann: bool = False) -> VectorReport:
         """Embed the notes whose vectors are missing or stale, sweep the rest. Ctrl-C keeps finished groups.
+
+        ``defer_ann``: an ANN index due to be trained again is not trained here but reported
+        (``report.ann_due``), for the caller to run ``maintain_ann`` on a thread of its own: at 100k
+        notes the upkeep takes seconds, and a server's watcher must not wait for it.
 
         ``changes``: the ``SyncReport`` of the lexical sync just run. When the vectors were current
         right before it (``_only_paths``), only its notes are compared, not every note of the vault
@@ -529,7 +564,7 @@ class VectorIndex:
                 report.seconds = time.monotonic() - started
                 self._bump(store)
             if not report.interrupted and not report.failed:
-                self._maintain_ann(store, report)
+                self._maintain_ann(store, report, defer=defer_ann)
                 self._maintain_hubness(store, report)
                 self._prune_versions(store, report)
                 # else the next sync compares all (and a failed hubness rebuild is tried again)
@@ -549,48 +584,113 @@ class VectorIndex:
                 return index
         return None
 
-    def _maintain_ann(self, store: Store, report: VectorReport) -> None:
-        """Build the ANN index once the table reaches ``ann_from`` rows; afterwards, once more than
-        ``ANN_FLAT_ROWS`` rows are new or the files are too many, merge the files and train the
-        index again. Rows not yet in the index are still searched (LanceDB scans them flat), so no
-        answer is ever missing.
+    def _ann_mark_file(self) -> Path:
+        return self.dir / f"ann-{self.name}.json"
 
-        Never LanceDB's own fold-in (``optimize`` on an indexed table) without a retrain after it:
-        the folded index no longer narrows the search to the probed partitions (a one-partition
-        query returns every row of the table, tests/test_vectors_ann.py), so every query scanned
-        all of them: at 100k notes 41 of 407 probes cost what 407 do (26-27 ms against 10-11 ms
-        freshly trained; README, Scale). Training again is not cheap at that size: 12 s on a copy
-        of the 417k-row table, 112 s on the table itself (not understood), on the syncing thread."""
+    def _ann_marked(self, index: Any) -> bool:
+        """Whether this version's upkeep trained ``index`` (the mark beside the table names its uuid)."""
+        try:
+            mark = json.loads(self._ann_mark_file().read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return isinstance(mark, dict) and mark.get("trained") == ANN_TRAINED and \
+            mark.get("index_uuid") == str(getattr(index, "index_uuid", "") or "")
+
+    def _ann_due(self, store: Store, table: Any) -> tuple[dict[str, Any] | None, int]:
+        """(why the ANN index must be trained now, or None; rows searched flat beside it)."""
+        rows = table.count_rows()
+        index = self._ann_index(table)
+        if index is None:
+            return ({"rows": rows} if rows >= max(self.ann_from, 1) else None), 0
+        unindexed = int(getattr(table.index_stats(index.name), "num_unindexed_rows", 0) or 0)
+        fragments = _fragments(table)
+        due: dict[str, Any] = {"rows": rows}
+        if not self._ann_marked(index):
+            due["unmarked"] = True
+        if unindexed > ANN_FLAT_ROWS:
+            due["retrained_for"] = unindexed
+        if fragments > ANN_MAX_FRAGMENTS + rows // ANN_FILE_ROWS:  # files of ANN_FILE_ROWS are kept
+            due["compacted_fragments"] = fragments
+        return (due if len(due) > 1 else None), unindexed
+
+    def _maintain_ann(self, store: Store, report: VectorReport, defer: bool = False) -> None:
+        """Build the ANN index once the table reaches ``ann_from`` rows; afterwards, once more than
+        ``ANN_FLAT_ROWS`` rows are new or the files are too many, train it again (``_train_ann``),
+        or with ``defer`` only say it is due. Rows not yet in the index are still searched (LanceDB
+        scans them flat), so no answer is ever missing. The caller holds the write lock."""
         table = self._table()
         if table is None:
             return
-        rows = table.count_rows()
-        index = self._ann_index(table)
-        if rows < max(self.ann_from, 1) and index is None:
+        due, flat = self._ann_due(store, table)
+        report.ann_flat_rows = flat
+        if due is None:
             return
+        if defer and self._ann_index(table) is not None:
+            report.ann_due = due  # the first build is never deferred: search waits for it
+            return
+        report.ann = self._train_ann(store, table, due)
+        report.ann_flat_rows = 0
+
+    def maintain_ann(self, store: Store) -> dict[str, Any] | None:
+        """Train the ANN index again if it is due (what ``sync(defer_ann=True)`` left): the server's
+        upkeep thread calls this. Takes the write lock, so a vector sync waits for it (the watcher's
+        lexical syncs do not). Returns what it did (``VectorReport.ann``), or None."""
+        with self._write_lock():
+            table = self._table()
+            if table is None:
+                return None
+            due, _flat = self._ann_due(store, table)
+            if due is None:
+                return None
+            raw, before = store.get_meta(META_CURRENT), table_stamp(self.dir, self.name)
+            done = self._train_ann(store, table, due)
+            # the last sync's mark held for the table as it was: the upkeep changed its files, not its
+            # rows, so the mark holds for the new version too (else the next sync compares every note)
+            try:
+                mark = json.loads(raw) if raw else None
+            except ValueError:
+                mark = None
+            if isinstance(mark, dict) and mark.get("lance") == before and mark.get("table") == self.name:
+                mark["lance"] = table_stamp(self.dir, self.name)
+                with store.transaction() as conn:
+                    store.set_meta(conn, META_CURRENT, json.dumps(mark))
+            return done
+
+    def _train_ann(self, store: Store, table: Any, due: dict[str, Any]) -> dict[str, Any]:
+        """Rewrite the files that hold deleted rows or are small, drop versions past the grace, then
+        train the index over every row.
+
+        Never LanceDB's own upkeep of an index (``optimize`` on an indexed table) without training
+        after it: folding rows in, or remapping the index over rewritten files, leaves an index that
+        no longer narrows the search to the partitions probed (a one-partition query returned every
+        row, or half of them, tests/test_vectors_ann.py): at 100k notes 41 of 407 probes cost what
+        407 do (26-27 ms a query against 10-11 ms freshly trained; README, Scale). The rewrite comes
+        first because training over files with deleted rows took 12x as long (``ANN_FILE_ROWS``)."""
+        from datetime import timedelta
+
         t0 = time.monotonic()
-        fragments = _fragments(table)  # one manifest read for the decisions below
-        report.ann = {"built": True, "rows": rows}
-        if index is not None:
-            unindexed = int(getattr(table.index_stats(index.name), "num_unindexed_rows", 0) or 0)
-            trained = store.get_meta(f"ann_trained:{self.name}") == ANN_TRAINED
-            if trained and unindexed <= ANN_FLAT_ROWS and fragments <= ANN_MAX_FRAGMENTS:
-                report.ann = None
-                report.ann_flat_rows = unindexed  # a few new rows: searched flat beside the index
-                self._shape = None
-                return
-            report.ann["retrained_for"] = unindexed
-            if not trained:
-                report.ann["unmarked"] = True  # trained by an earlier version: perhaps folded
-        if fragments > ANN_MAX_FRAGMENTS:  # merge first: the index is trained on the merged files
-            table.optimize()
-            report.ann["compacted_fragments"] = fragments
-        self.build_ann(table, rows)
-        with store.transaction() as conn:
-            store.set_meta(conn, f"ann_trained:{self.name}", ANN_TRAINED)
-        report.ann["seconds"] = round(time.monotonic() - t0, 2)
+        done = dict(due, built=True)
+        stats = _table_stats(table)
+        deleted = int(stats.get("num_deleted_rows", 0) or 0)
+        if deleted:
+            done["deleted_rows"] = deleted
+        folder = self.dir / f"{self.name}.lance"
+        before_bytes = _tree_bytes(folder)
+        table.optimize(cleanup_older_than=timedelta(seconds=PRUNE_GRACE_SECONDS),
+                       compaction_options={"target_rows_per_fragment": ANN_FILE_ROWS,
+                                           "materialize_deletions_threshold": 0.0})
+        done["rows"] = table.count_rows()
+        self.build_ann(table, done["rows"])
+        index = self._ann_index(table)
+        mark = {"trained": ANN_TRAINED, "index_uuid": str(getattr(index, "index_uuid", "") or "")}
+        _write_small(self._ann_mark_file(), json.dumps(mark))
+        with store.transaction() as conn:  # the upkeep pruned versions: the prune counts from here
+            store.set_meta(conn, f"vectors_pruned_at:{self.name}", str(int(table.version)))
+        done["freed_mb"] = round(max(0, before_bytes - _tree_bytes(folder)) / 1e6, 1)
+        done["seconds"] = round(time.monotonic() - t0, 2)
         self._bump(store)  # searchers look at the table's shape again
         self._shape = None
+        return done
 
     def _maintain_hubness(self, store: Store, report: VectorReport) -> None:
         """Rebuild the notes' hubness when it is due (``hubness.maintain``). A failure is reported,
@@ -643,8 +743,8 @@ class VectorIndex:
         if not (report.notes_embedded or report.notes_deleted or report.ann or report.migrated):
             return  # this sync wrote no version: nothing to count, and no table to open
         table = self._table()
-        if table is None:
-            return
+        if table is None or self._ann_index(table) is not None:
+            return  # an indexed table is pruned by the ANN upkeep, which trains the index after it
         key = f"vectors_pruned_at:{self.name}"
         try:
             last = int(store.get_meta(key) or 0)
@@ -657,7 +757,7 @@ class VectorIndex:
 
         folder = self.dir / f"{self.name}.lance"
         before, kept = _tree_bytes(folder), {int(v["version"]) for v in table.list_versions()}
-        # optimize also merges small files and folds new rows into an ANN index: both only help
+        # optimize also merges small files (there is no ANN index to fold rows into, see _train_ann)
         table.optimize(cleanup_older_than=timedelta(seconds=PRUNE_GRACE_SECONDS))
         # versions removed (the optimize writes one of its own: a count of the list said -1 when
         # every version was younger than the grace period and none could go)
@@ -783,6 +883,7 @@ class VectorIndex:
         for name in report.others["tables"]:
             db.drop_table(name)
             hubness.file_for(self.dir, name).unlink(missing_ok=True)
+            (self.dir / f"ann-{name}.json").unlink(missing_ok=True)
         report.others["dropped"] = True
 
     def _drop_legacy(self, report: VectorReport) -> None:
@@ -1099,12 +1200,28 @@ def _draws_of(paths: list[str], levels: list[str]) -> dict[str, float]:
     return {p: math.sqrt(2.0 * math.log(n)) for p, n in counts.items() if n > 1}
 
 
+def _table_stats(table: Any) -> dict[str, Any]:
+    """LanceDB's statistics of the table ({} when this LanceDB cannot say)."""
+    try:
+        stats = table.stats()
+    except AttributeError:  # an older LanceDB without stats(): compaction only speeds reads
+        return {}
+    return stats if isinstance(stats, dict) else {}
+
+
 def _fragments(table: Any) -> int:
     """How many data files the table is made of (0 when LanceDB cannot say)."""
     try:
-        return int(table.stats()["fragment_stats"]["num_fragments"])
-    except (AttributeError, KeyError, TypeError):  # an older LanceDB without stats(): compaction only speeds reads
+        return int(_table_stats(table)["fragment_stats"]["num_fragments"])
+    except (KeyError, TypeError):
         return 0
+
+
+def _write_small(path: Path, text: str) -> None:
+    """Write a small file whole (a temporary file renamed over it): a reader never sees half."""
+    tmp = path.with_name(path.name + f".{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def current_coverage(store: Store, fingerprint: str) -> Coverage | None:
