@@ -146,3 +146,49 @@ def test_a_warm_searchers_catch_up_does_not_read_the_table_when_the_vectors_are_
     report = sync(vault, store=state.store, progress=False)
     out = state.sync_vectors(report)
     assert len(calls) == 1 and out.notes_embedded == 1  # a change: the table is compared and the note embedded
+
+
+def test_the_servers_ann_upkeep_runs_on_its_own_thread_and_says_what_it_did(
+        template_vault: tuple[Path, Store], monkeypatch) -> None:  # noqa: ANN001
+    """Past ``ANN_FLAT_ROWS`` new rows the index is trained again: ~15 s at 100k notes. The watcher's
+    post-sync step must not spend that: it hands the upkeep to a thread of its own and returns, the
+    next lexical sync goes ahead while the upkeep runs, and ``status`` says what the upkeep did."""
+    import threading
+
+    from memory_hub.index import vectors as vectors_mod
+    from memory_hub.index.sync import sync
+    from memory_hub.server.state import ServerState
+    from memory_hub.server.tools import _vector_status
+
+    vault, store = template_vault
+    monkeypatch.setenv("MEMORY_HUB_ANN_FROM", "0")  # the template's ~100 rows go through the ANN path
+    state = ServerState.open(vault)
+    first = state.searcher.sync_vectors(progress=False)  # as `memory-hub index` leaves it: index built
+    assert first.ann is not None and first.ann["built"] is True and state.searcher.vectors.uses_ann(state.store)
+    state.models_ready.set()
+    monkeypatch.setattr(vectors_mod, "ANN_FLAT_ROWS", 0)  # any new row makes the upkeep due
+    vectors = state.searcher.vectors
+    real, entered, release = vectors.maintain_ann, threading.Event(), threading.Event()
+
+    def held(s: Store):  # noqa: ANN202 - the real upkeep, held until the test lets it go
+        entered.set()
+        assert release.wait(60)
+        return real(s)
+
+    monkeypatch.setattr(vectors, "maintain_ann", held)
+    (vault / "inbox" / "upkeep.md").write_text("# Upkeep\n\nwombat migration notes\n", encoding="utf-8")
+    out = state.sync_vectors(sync(vault, store=state.store, progress=False))
+    assert out.notes_embedded == 1 and out.ann is None and out.ann_due["retrained_for"] >= 1
+    assert entered.wait(30) and state.ann_upkeep["state"] == "running"
+    # while the upkeep runs, the watcher goes on: the next edit is indexed and found
+    (vault / "inbox" / "meanwhile.md").write_text("# Meanwhile\n\nquokka census\n", encoding="utf-8")
+    sync(vault, store=state.store, only=["inbox/meanwhile.md"], progress=False)
+    assert state.search("quokka census", k=3, mode="lexical").hits[0].path == "inbox/meanwhile.md"
+    assert state.start_ann_upkeep({"rows": 1}) is None  # one upkeep at a time
+    release.set()
+    state._ann_thread.join(60)
+    assert state.ann_upkeep["state"] == "done" and state.ann_upkeep["done"]["built"] is True
+    table = vectors._table()
+    assert table.index_stats(vectors._ann_index(table).name).num_unindexed_rows == 0
+    assert _vector_status(state)["ann_upkeep"]["state"] == "done"
+    assert state.search("wombat migration", k=3, mode="vector").hits[0].path == "inbox/upkeep.md"

@@ -121,7 +121,8 @@ class Searcher:
         if search:
             self.search("warm up", k=1)
 
-    def sync_vectors(self, progress: bool | None = None, changes: Any = None) -> VectorReport:
+    def sync_vectors(self, progress: bool | None = None, changes: Any = None,
+                     defer_ann: bool = False) -> VectorReport:
         """Embed what changed since the last run (see ``VectorIndex.sync``; ``changes``: the lexical
         sync's report, so only its notes are compared). When nothing changed since the last complete
         run, says so without loading the model or reading the table, whether or not this searcher has
@@ -131,7 +132,7 @@ class Searcher:
         key = current_embedder(self.store, fingerprint) if fingerprint else None
         if key is not None:
             return VectorReport(key)
-        return self.vectors.sync(self.store, progress=progress, changes=changes)
+        return self.vectors.sync(self.store, progress=progress, changes=changes, defer_ann=defer_ann)
 
     def coverage(self) -> Coverage:
         """Vector coverage; answered from the last complete sync's stamp when nothing changed since."""

@@ -72,6 +72,9 @@ class ServerState:
     _index_id: tuple[int, int] | None = field(default=None, repr=False)
     _index_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _rebuild_vectors: bool = field(default=False, repr=False)
+    # the ANN index's upkeep, run apart from the watcher (``sync_vectors``): what it last did
+    ann_upkeep: dict[str, Any] = field(default_factory=dict)
+    _ann_thread: threading.Thread | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self._index_id = _identity(self.store.path)
@@ -173,10 +176,43 @@ class ServerState:
         out = None
         if self.models_ready.is_set() and not self.models_error and self.vectors_enabled():
             with self._vector_lock:
-                out = self.searcher.sync_vectors(progress=False, changes=report)
+                out = self.searcher.sync_vectors(progress=False, changes=report, defer_ann=True)
             self._rebuild_vectors = False
             self.searcher.vectors.notes_covered(self.store)  # every search asks: count it now
+            if getattr(out, "ann_due", None):
+                self.start_ann_upkeep(out.ann_due)
         return out
+
+    def start_ann_upkeep(self, due: dict[str, Any]) -> threading.Thread | None:
+        """Train the ANN index again on a thread of its own (``VectorIndex.maintain_ann``): ~15 s at
+        100k notes, which the watcher would otherwise spend before its next sync. Meanwhile searches
+        use the index as it is plus the new rows scanned flat, and a vector sync waits for the
+        upkeep's write lock; lexical syncs do not. One upkeep at a time; what it did, or why it
+        failed, is in ``status`` (``vectors.ann_upkeep``) and the log."""
+        with self._vector_lock:
+            if self._ann_thread is not None and self._ann_thread.is_alive():
+                return None
+            self.ann_upkeep = {"state": "running", "due": due, "started_at": time.time()}
+            self._ann_thread = threading.Thread(target=self._run_ann_upkeep, name="memory-hub-ann-upkeep",
+                                                daemon=True)
+            self._ann_thread.start()
+            return self._ann_thread
+
+    def _run_ann_upkeep(self) -> None:
+        from ..index.vectors import ann_summary
+
+        started = time.monotonic()
+        try:
+            done = self.searcher.vectors.maintain_ann(self.store)
+        except Exception as exc:  # noqa: BLE001 - the next sync that finds it due tries again
+            self.ann_upkeep = {**self.ann_upkeep, "state": "failed", "error": f"{type(exc).__name__}: {exc}",
+                               "seconds": round(time.monotonic() - started, 2)}
+            log.warning("ANN index upkeep failed (the next sync tries again): %s", self.ann_upkeep["error"])
+            return
+        self.ann_upkeep = {**self.ann_upkeep, "state": "done", "seconds": round(time.monotonic() - started, 2),
+                           "done": done}
+        if done:
+            log.info("%s (in the background)", ann_summary(done))
 
     # -- an index deleted or replaced under the running server ---------------------------------
 

@@ -646,4 +646,6 @@ def _vector_status(state: ServerState) -> dict[str, Any]:
     if not cov.ok:
         out["vectors"] = (f"{len(cov.stale)} stale, {len(cov.missing)} missing, {len(cov.orphaned)} orphaned; "
                           "being updated")
+    if state.ann_upkeep:
+        out["ann_upkeep"] = state.ann_upkeep
     return out
