@@ -402,7 +402,7 @@ def test_the_version_prune_leaves_an_indexed_table_to_the_ann_upkeep(tmp_path, m
     vi._prune_versions(store, report)
     assert _narrow_share(vi, vecs) < 1 / 3
     assert report.pruned is None
-    # the upkeep clears the deleted rows before training (training over them took 12x as long)
+    # the upkeep clears the deleted rows before training (training over them took 8x as long)
     # and prunes old versions
     assert vectors_mod._table_stats(vi._table())["num_deleted_rows"] > 0
     monkeypatch.setattr(vectors_mod, "ANN_FLAT_ROWS", 1)

@@ -136,8 +136,9 @@ ANN_FLAT_ROWS = 2000
 # scanning every partition too; the next sync trains such an index again, once.
 ANN_TRAINED = "3"
 # Training an IVF index over a table whose files carry deleted rows (every edited note leaves some)
-# took 12x as long: 32 s against 2.7 s over 150k synthetic rows (LanceDB 0.41), likely the 112 s
-# measured on the real 100k table. So the upkeep first rewrites the files that hold deleted rows
+# took 8x as long as clearing them and then training: 54.1 s against 6.8 s over 150k synthetic rows
+# (LanceDB 0.41, benchmarks/ann_upkeep_cost.py), likely the 112 s measured on the real 100k table
+# (14.8 s there now). So the upkeep first rewrites the files that hold deleted rows
 # (``materialize_deletions_threshold`` 0), into files of at most this many rows: a later upkeep
 # rewrites the files an edit touched and merges the small ones, not the whole table.
 ANN_FILE_ROWS = 131_072
@@ -665,7 +666,7 @@ class VectorIndex:
         no longer narrows the search to the partitions probed (a one-partition query returned every
         row, or half of them, tests/test_vectors_ann.py): at 100k notes 41 of 407 probes cost what
         407 do (26-27 ms a query against 10-11 ms freshly trained; README, Scale). The rewrite comes
-        first because training over files with deleted rows took 12x as long (``ANN_FILE_ROWS``)."""
+        first because training over files with deleted rows took 8x as long (``ANN_FILE_ROWS``)."""
         from datetime import timedelta
 
         t0 = time.monotonic()
