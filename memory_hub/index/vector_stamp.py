@@ -59,6 +59,11 @@ def hub_file(folder: Path, name: str) -> Path:
     return folder / f"hub-{name}.npz"
 
 
+def ann_mark_file(folder: Path, name: str) -> Path:
+    """Where the table's ANN upkeep records which index it trained (``VectorIndex._ann_marked``)."""
+    return folder / f"ann-{name}.json"
+
+
 def hub_stamp(folder: Path, name: str) -> str:
     """Changes whenever the table's hubness file is rewritten or removed."""
     try:

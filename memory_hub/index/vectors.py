@@ -53,6 +53,7 @@ import numpy as np
 
 from ..locks import file_lock
 from ..progress import Progress
+from ..vault.safe_io import replace_file
 from . import blas, cache, hubness, lexical
 from .cache import NOTES_CHANGED
 from .chunks import Chunk, note_passages
@@ -63,6 +64,7 @@ from .vector_stamp import (
     META_CURRENT,
     META_VERSION,
     PASSAGES_VERSION,
+    ann_mark_file,
     current_embedder,
     holding_mark,
     hub_stamp,
@@ -586,7 +588,7 @@ class VectorIndex:
         return None
 
     def _ann_mark_file(self) -> Path:
-        return self.dir / f"ann-{self.name}.json"
+        return ann_mark_file(self.dir, self.name)
 
     def _ann_marked(self, index: Any) -> bool:
         """Whether this version's upkeep trained ``index`` (the mark beside the table names its uuid)."""
@@ -597,12 +599,13 @@ class VectorIndex:
         return isinstance(mark, dict) and mark.get("trained") == ANN_TRAINED and \
             mark.get("index_uuid") == str(getattr(index, "index_uuid", "") or "")
 
-    def _ann_due(self, store: Store, table: Any) -> tuple[dict[str, Any] | None, int]:
-        """(why the ANN index must be trained now, or None; rows searched flat beside it)."""
+    def _ann_due(self, table: Any) -> tuple[dict[str, Any] | None, int, bool]:
+        """(why the ANN index must be trained now, or None; rows searched flat beside it; whether
+        the table has an index yet)."""
         rows = table.count_rows()
         index = self._ann_index(table)
         if index is None:
-            return ({"rows": rows} if rows >= max(self.ann_from, 1) else None), 0
+            return ({"rows": rows} if rows >= max(self.ann_from, 1) else None), 0, False
         unindexed = int(getattr(table.index_stats(index.name), "num_unindexed_rows", 0) or 0)
         fragments = _fragments(table)
         due: dict[str, Any] = {"rows": rows}
@@ -612,7 +615,7 @@ class VectorIndex:
             due["retrained_for"] = unindexed
         if fragments > ANN_MAX_FRAGMENTS + rows // ANN_FILE_ROWS:  # files of ANN_FILE_ROWS are kept
             due["compacted_fragments"] = fragments
-        return (due if len(due) > 1 else None), unindexed
+        return (due if len(due) > 1 else None), unindexed, True
 
     def _maintain_ann(self, store: Store, report: VectorReport, defer: bool = False) -> None:
         """Build the ANN index once the table reaches ``ann_from`` rows; afterwards, once more than
@@ -622,11 +625,11 @@ class VectorIndex:
         table = self._table()
         if table is None:
             return
-        due, flat = self._ann_due(store, table)
+        due, flat, indexed = self._ann_due(table)
         report.ann_flat_rows = flat
         if due is None:
             return
-        if defer and self._ann_index(table) is not None:
+        if defer and indexed:
             report.ann_due = due  # the first build is never deferred: search waits for it
             return
         report.ann = self._train_ann(store, table, due)
@@ -640,7 +643,7 @@ class VectorIndex:
             table = self._table()
             if table is None:
                 return None
-            due, _flat = self._ann_due(store, table)
+            due = self._ann_due(table)[0]
             if due is None:
                 return None
             raw, before = store.get_meta(META_CURRENT), table_stamp(self.dir, self.name)
@@ -684,7 +687,8 @@ class VectorIndex:
         self.build_ann(table, done["rows"])
         index = self._ann_index(table)
         mark = {"trained": ANN_TRAINED, "index_uuid": str(getattr(index, "index_uuid", "") or "")}
-        _write_small(self._ann_mark_file(), json.dumps(mark))
+        replace_file(self.vault, self._ann_mark_file().relative_to(self.vault).as_posix(),
+                     json.dumps(mark).encode("utf-8"), hidden=True, create=True)
         with store.transaction() as conn:  # the upkeep pruned versions: the prune counts from here
             store.set_meta(conn, f"vectors_pruned_at:{self.name}", str(int(table.version)))
         done["freed_mb"] = round(max(0, before_bytes - _tree_bytes(folder)) / 1e6, 1)
@@ -884,7 +888,7 @@ class VectorIndex:
         for name in report.others["tables"]:
             db.drop_table(name)
             hubness.file_for(self.dir, name).unlink(missing_ok=True)
-            (self.dir / f"ann-{name}.json").unlink(missing_ok=True)
+            ann_mark_file(self.dir, name).unlink(missing_ok=True)
         report.others["dropped"] = True
 
     def _drop_legacy(self, report: VectorReport) -> None:
@@ -1216,13 +1220,6 @@ def _fragments(table: Any) -> int:
         return int(_table_stats(table)["fragment_stats"]["num_fragments"])
     except (KeyError, TypeError):
         return 0
-
-
-def _write_small(path: Path, text: str) -> None:
-    """Write a small file whole (a temporary file renamed over it): a reader never sees half."""
-    tmp = path.with_name(path.name + f".{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def current_coverage(store: Store, fingerprint: str) -> Coverage | None:
